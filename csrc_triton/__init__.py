@@ -1,0 +1,15 @@
+"""spec_ops' Triton kernels and their launchers (installed as ``spec_ops._triton``).
+
+Launchers take already-validated tensors and sizes; nothing here knows about torch.library.
+"""
+
+from .computed_tokens import MAX_ROWS as UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS
+from .computed_tokens import launch_update_num_computed_tokens
+from .dflash import launch_copy_and_expand_dflash_inputs
+from .draft_step import launch_multi_step, launch_step
+from .expand import launch_compute_new_slot_mapping, launch_copy_and_expand_eagle_inputs
+from .padded_batch import (
+    launch_next_token,
+    launch_prepare_inputs_padded,
+    launch_prepare_padded_draft_inputs,
+)

@@ -1,0 +1,58 @@
+"""SPEC 1.6: correct computed-token counts after an async-scheduling batch change.
+
+Row i reads num_computed_tokens[prev_positions[i]], which another row may write, and the
+contract is "all reads before any write". That needs a barrier, so the whole batch runs in
+one program: load everything, barrier, store.
+"""
+
+import triton
+import triton.language as tl
+
+from ._launch import Launcher, spec_kernel
+
+MAX_ROWS = 16384
+
+
+@spec_kernel
+def _update_num_computed_tokens_kernel(
+    num_computed_ptr,           # [>= n] in/out
+    num_accepted_ptr,           # [>= n] out where the row participates
+    prev_positions_ptr,         # [n]; -1 for a new request
+    valid_count_ptr,            # [previous batch]
+    prev_num_draft_ptr,         # [previous batch]
+    cpu_num_computed_ptr,       # [n]
+    num_rows: tl.int64, num_prev_rows: tl.int64,
+    BLOCK: tl.constexpr,
+):
+    rows = tl.arange(0, BLOCK).to(tl.int64)
+    row_mask = rows < num_rows
+    prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
+    known = row_mask & (prev >= 0) & (prev < num_prev_rows)
+    prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
+    participates = known & (prev_drafts > 0)
+    accepted = tl.load(valid_count_ptr + prev, mask=participates, other=0).to(tl.int64)
+    prev_computed = tl.load(num_computed_ptr + prev, mask=participates, other=0).to(tl.int64)
+    cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask & ~participates,
+                           other=0).to(tl.int64)
+    computed = tl.where(participates, prev_computed + accepted, cpu_computed)
+    tl.debug_barrier()
+    tl.store(num_computed_ptr + rows, computed, mask=row_mask)
+    tl.store(num_accepted_ptr + rows, accepted, mask=participates)
+
+
+_update_num_computed_tokens = Launcher(_update_num_computed_tokens_kernel)
+
+
+def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, prev_positions,
+                                      valid_sampled_token_count, prev_num_draft_tokens,
+                                      cpu_num_computed_tokens, num_prev_rows):
+    num_rows = prev_positions.shape[0]
+    block = max(triton.next_power_of_2(num_rows), 128)
+    _update_num_computed_tokens(
+        prev_positions.get_device(), 1,
+        (num_computed_tokens.dtype, num_accepted_tokens.dtype, prev_positions.dtype,
+         valid_sampled_token_count.dtype, prev_num_draft_tokens.dtype,
+         cpu_num_computed_tokens.dtype, block),
+        (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
+         prev_num_draft_tokens, cpu_num_computed_tokens, num_rows, num_prev_rows, block),
+        num_warps=min(max(block // 256, 4), 16))

@@ -1,0 +1,152 @@
+"""Padded-drafter bookkeeping after verification: SPEC 1.1, 1.2 and their fusion 5.1.
+
+One program handles BLOCK_R requests; every request is independent, so these are one launch of
+cdiv(R, BLOCK_R) programs.
+"""
+
+import triton
+import triton.language as tl
+
+from ._launch import Launcher, spec_kernel
+
+BLOCK_R = 128
+
+
+@triton.jit
+def _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                          rows, row_mask, vocab_size,
+                          NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """SPEC 1.1 for a block of rows: (next token id, valid count), both int64."""
+    cols = tl.arange(0, BLOCK_COLS)
+    tile_mask = row_mask[:, None] & (cols < NUM_COLS)[None, :]
+    tokens = tl.load(sampled_ptr + rows[:, None] * sampled_row_stride + cols[None, :],
+                     mask=tile_mask, other=-1).to(tl.int64)
+    valid = tile_mask & (tokens >= 0) & (tokens < vocab_size)
+    count = tl.sum(valid.to(tl.int64), axis=1)
+    last_col = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
+    last_token = tl.sum(tl.where(cols[None, :] == last_col[:, None], tokens, 0), axis=1)
+    discard = tl.load(discard_ptr + rows, mask=row_mask, other=0) != 0
+    backup = tl.load(backup_ptr + rows, mask=row_mask, other=0).to(tl.int64)
+    next_token = tl.where(discard | (last_col < 0), backup, last_token)
+    return next_token, tl.where(discard, 0, count)
+
+
+@triton.jit
+def _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, rows, row_mask, valid_count):
+    """SPEC 1.2 for a block of rows: (token index to sample, number rejected), both int64."""
+    cu = tl.load(cu_num_draft_ptr + rows, mask=row_mask, other=0).to(tl.int64)
+    cu_prev = tl.load(cu_num_draft_ptr + rows - 1, mask=row_mask & (rows > 0), other=0).to(tl.int64)
+    num_drafts = cu - cu_prev
+    rejected = tl.where(num_drafts > 0, num_drafts + 1 - valid_count, 0)
+    query_end = tl.load(query_start_loc_ptr + rows + 1, mask=row_mask, other=0).to(tl.int64)
+    return query_end - 1 - rejected, rejected
+
+
+@spec_kernel
+def _next_token_kernel(
+    sampled_ptr,            # [R, K + 1], row stride sampled_row_stride
+    discard_ptr,            # [R] bool
+    backup_ptr,             # [R]
+    next_token_ptr,         # [>= R] out
+    valid_count_ptr,        # [>= R] out
+    num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr, BLOCK: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    row_mask = rows < num_reqs
+    next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
+                                              backup_ptr, rows, row_mask, vocab_size,
+                                              NUM_COLS, BLOCK_COLS)
+    tl.store(next_token_ptr + rows, next_token, mask=row_mask)
+    tl.store(valid_count_ptr + rows, count, mask=row_mask)
+
+
+@spec_kernel
+def _prepare_inputs_padded_kernel(
+    cu_num_draft_ptr,       # [R] inclusive cumsum
+    valid_count_ptr,        # [>= R]
+    query_start_loc_ptr,    # [>= R + 1]
+    token_indices_ptr,      # [>= R] out
+    num_rejected_ptr,       # [>= R] out
+    num_reqs: tl.int64,
+    BLOCK: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    row_mask = rows < num_reqs
+    valid_count = tl.load(valid_count_ptr + rows, mask=row_mask, other=0).to(tl.int64)
+    index, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, rows,
+                                                 row_mask, valid_count)
+    tl.store(token_indices_ptr + rows, index, mask=row_mask)
+    tl.store(num_rejected_ptr + rows, rejected, mask=row_mask)
+
+
+@spec_kernel
+def _prepare_padded_draft_inputs_kernel(
+    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
+    next_token_ptr, valid_count_ptr, token_indices_ptr, num_rejected_ptr,
+    num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr, BLOCK: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    row_mask = rows < num_reqs
+    next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
+                                              backup_ptr, rows, row_mask, vocab_size,
+                                              NUM_COLS, BLOCK_COLS)
+    index, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, rows,
+                                                 row_mask, count)
+    tl.store(next_token_ptr + rows, next_token, mask=row_mask)
+    tl.store(valid_count_ptr + rows, count, mask=row_mask)
+    tl.store(token_indices_ptr + rows, index, mask=row_mask)
+    tl.store(num_rejected_ptr + rows, rejected, mask=row_mask)
+
+
+_next_token = Launcher(_next_token_kernel)
+_prepare_inputs_padded = Launcher(_prepare_inputs_padded_kernel)
+_prepare_padded_draft_inputs = Launcher(_prepare_padded_draft_inputs_kernel)
+
+
+def _column_constexprs(sampled_token_ids):
+    num_cols = sampled_token_ids.shape[1]
+    return num_cols, triton.next_power_of_2(num_cols)
+
+
+def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
+                      next_token_ids, valid_sampled_tokens_count, vocab_size):
+    num_reqs = sampled_token_ids.shape[0]
+    num_cols, block_cols = _column_constexprs(sampled_token_ids)
+    _next_token(
+        sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        (sampled_token_ids.dtype, backup_next_token_ids.dtype, next_token_ids.dtype,
+         valid_sampled_tokens_count.dtype, num_cols),
+        (sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
+         valid_sampled_tokens_count, num_reqs, sampled_token_ids.stride(0), vocab_size,
+         num_cols, block_cols, BLOCK_R))
+
+
+def launch_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
+                                 query_start_loc, token_indices_to_sample, num_rejected_tokens):
+    num_reqs = cu_num_draft_tokens.shape[0]
+    _prepare_inputs_padded(
+        cu_num_draft_tokens.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        (cu_num_draft_tokens.dtype, valid_sampled_tokens_count.dtype, query_start_loc.dtype,
+         token_indices_to_sample.dtype, num_rejected_tokens.dtype),
+        (cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+         token_indices_to_sample, num_rejected_tokens, num_reqs, BLOCK_R))
+
+
+def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
+                                       backup_next_token_ids, cu_num_draft_tokens,
+                                       query_start_loc, next_token_ids,
+                                       valid_sampled_tokens_count, token_indices_to_sample,
+                                       num_rejected_tokens, vocab_size):
+    num_reqs = sampled_token_ids.shape[0]
+    num_cols, block_cols = _column_constexprs(sampled_token_ids)
+    _prepare_padded_draft_inputs(
+        sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        (sampled_token_ids.dtype, backup_next_token_ids.dtype, cu_num_draft_tokens.dtype,
+         query_start_loc.dtype, next_token_ids.dtype, valid_sampled_tokens_count.dtype,
+         token_indices_to_sample.dtype, num_rejected_tokens.dtype, num_cols),
+        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+         query_start_loc, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
+         num_rejected_tokens, num_reqs, sampled_token_ids.stride(0), vocab_size,
+         num_cols, block_cols, BLOCK_R))

@@ -1,0 +1,21 @@
+"""spec_ops: pip install . (no compiled C++; the Triton kernels JIT-compile on first use)."""
+
+from setuptools import setup
+
+setup(
+    name="spec_ops",
+    version="0.1.0",
+    description="Speculative-decoding operators as torch.ops.spec_ops.* (Triton on CUDA, "
+                "vectorized torch on CPU)",
+    python_requires=">=3.10",
+    # The Triton kernels live in csrc_triton/ and ship inside the package as spec_ops._triton
+    # (in the source tree spec_ops/_triton is a link to them).
+    packages=["spec_ops", "spec_ops._triton"],
+    package_dir={"spec_ops": "spec_ops", "spec_ops._triton": "csrc_triton"},
+    install_requires=["torch>=2.6", "triton>=3.2"],
+    extras_require={
+        "test": ["pytest>=8", "hypothesis>=6.100", "expecttest>=0.2", "numpy", "tqdm"],
+        "example": ["tqdm"],
+        "bench": ["matplotlib"],
+    },
+)

@@ -1,0 +1,31 @@
+"""The spec_ops operator library: one ``define`` per op, registered the low-level way.
+
+``torch.library.Library`` define/impl is the cheapest registration route in eager mode (no
+``custom_op`` wrapper layers between the dispatcher and the kernel) and still gives full
+torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
+"""
+
+import torch
+
+LIBRARY = torch.library.Library("spec_ops", "DEF")
+
+
+def define(schema, check, cuda_kernel, cpu_kernel):
+    """Define an op from its SPEC schema and register its CUDA and CPU kernels.
+
+    ``check(*args)`` validates the op's arguments and returns the extra sizes it derived; each
+    kernel is called as ``kernel(*args, *extras)``, after the check, so nothing launches on
+    bad input.
+    """
+    name = schema[: schema.index("(")]
+    LIBRARY.define(schema)
+
+    def cuda(*args):
+        return cuda_kernel(*args, *check(*args))
+
+    def cpu(*args):
+        return cpu_kernel(*args, *check(*args))
+
+    LIBRARY.impl(name, cuda, "CUDA")
+    LIBRARY.impl(name, cpu, "CPU")
+    return getattr(torch.ops.spec_ops, name).default
