@@ -1,0 +1,37 @@
+"""Where tests run an op: the CPU kernel, and the Triton kernel (interpreted on CPU tensors
+when there is no GPU, compiled on CUDA tensors when there is one)."""
+
+import os
+
+import torch
+
+from samples import clone_args, op_overload, written_arg_indices
+from spec_ops._library import KERNELS
+
+HAS_CUDA = torch.cuda.is_available()
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+TRITON = "cuda" if HAS_CUDA else "interpret"
+BACKENDS = ["cpu", TRITON]
+
+
+def place(args, backend):
+    """Fresh copies of ``args`` on the backend's device."""
+    return clone_args(args, "cuda" if backend == "cuda" else "cpu")
+
+
+def call(op, args, backend):
+    """Run ``op`` in place on ``args`` (already placed) with the backend's kernel."""
+    if backend == "interpret":
+        return KERNELS[op].triton(*args)
+    return op_overload(op)(*args)
+
+
+def run(op, args, backend):
+    """Run ``op`` on fresh copies of ``args``; return the written tensors (and the result), on
+    the CPU."""
+    args = place(args, backend)
+    result = call(op, args, backend)
+    outputs = [args[i] for i in written_arg_indices(op)]
+    if result is not None:
+        outputs.append(result)
+    return [t.cpu() for t in outputs]

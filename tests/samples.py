@@ -1,0 +1,277 @@
+"""Random valid inputs for every op, shaped the way an engine produces them.
+
+``SAMPLERS[op](rng, num_reqs)`` returns the op's positional arguments (CPU tensors). Out
+buffers are longer than the op writes and filled with POISON (bool outs with a random
+pattern), 2-D inputs are row-strided views, and integer tensors are int32 or int64 at random,
+so every test that iterates these samples also covers layouts, dtypes and untouched regions.
+Adding an op means adding a sampler here, not new tests.
+
+Every sampler draws its scalar arguments (and which optional arguments are None) before
+anything that depends on num_reqs, so one seed gives the same scalars at every batch size; ``sample(..., fixed_dtype=torch.int32)`` also pins dtypes and layouts
+(what torch.compile tests need: a new layout is a legitimate recompilation).
+"""
+
+import random
+
+import torch
+
+POISON = -7777
+
+
+class FixedLayoutRandom(random.Random):
+    """A Random whose integer tensors all get one dtype and one layout per argument."""
+
+    def __init__(self, seed, dtype):
+        super().__init__(seed)
+        self.dtype = dtype
+
+
+def pick(rng, options, fixed):
+    """A random choice of ``options``, or ``fixed`` under FixedLayoutRandom."""
+    return fixed if isinstance(rng, FixedLayoutRandom) else rng.choice(options)
+
+
+def int_dtype(rng):
+    return pick(rng, (torch.int32, torch.int64), getattr(rng, "dtype", None))
+
+
+def ints(rng, values):
+    return torch.tensor(values, dtype=int_dtype(rng))
+
+
+def out_buffer(rng, length, dtype=None):
+    """A poisoned out buffer with 0-3 spare entries past ``length``."""
+    size = length + pick(rng, range(4), 2)
+    if dtype is torch.bool:
+        return torch.tensor([rng.random() < 0.5 for _ in range(size)], dtype=torch.bool)
+    return torch.full((size,), POISON, dtype=dtype or int_dtype(rng))
+
+
+def out_matrix(rng, rows, cols):
+    """A poisoned 2-D out buffer with spare rows/columns and sometimes a padded row stride."""
+    spare_cols = pick(rng, (0, 1, 2, 3), 3)
+    full = torch.full((rows + pick(rng, range(3), 1), cols + spare_cols), POISON,
+                      dtype=int_dtype(rng))
+    return full[:, : cols + pick(rng, range(spare_cols + 1), 1)]
+
+
+def strided_matrix(rng, rows, cols, low, high):
+    """A [rows, cols] int tensor, often a view of a wider one (row stride > cols)."""
+    pad = pick(rng, (0, 0, 1, 5), 5)
+    full = ints(rng, [[rng.randint(low, high) for _ in range(cols + pad)] for _ in range(rows)])
+    return full.reshape(rows, cols + pad)[:, :cols]
+
+
+def block_table(rng, num_reqs, max_position, block_size):
+    """Block table with enough columns for max_position, sometimes one short (clamp path)."""
+    cols = max(1, max_position // block_size + 1 - rng.choice((0, 0, 0, 1)))
+    return strided_matrix(rng, num_reqs + pick(rng, range(3), 1), cols, 0, 1000)
+
+
+def query_start_loc(rng, lengths):
+    starts = [0]
+    for length in lengths:
+        starts.append(starts[-1] + length)
+    return ints(rng, starts)
+
+
+def rejection_sampler_output(rng, num_reqs, num_cols, vocab_size):
+    """[R, K + 1]: accepted tokens then -1s; some rows carry ids out of range or -5."""
+    rows = []
+    for _ in range(num_reqs):
+        accepted = rng.randint(0, num_cols)
+        row = [rng.randrange(vocab_size) for _ in range(accepted)] + [-1] * (num_cols - accepted)
+        if rng.random() < 0.3:
+            row[rng.randrange(num_cols)] = rng.choice((-5, vocab_size, vocab_size + 7,
+                                                       rng.randrange(vocab_size)))
+        rows.append(row)
+    if not rows:
+        return torch.empty((0, num_cols), dtype=int_dtype(rng))
+    pad = pick(rng, (0, 0, 2), 2)
+    return ints(rng, [row + [-1] * pad for row in rows])[:, :num_cols]
+
+
+def sample_next_token(rng, num_reqs):
+    vocab_size = rng.choice((50, 100, 32000))
+    num_cols = rng.randint(1, 6)
+    return (rejection_sampler_output(rng, num_reqs, num_cols, vocab_size),
+            torch.tensor([rng.random() < 0.2 for _ in range(num_reqs)], dtype=torch.bool),
+            ints(rng, [rng.randrange(vocab_size) for _ in range(num_reqs)]),
+            out_buffer(rng, num_reqs), out_buffer(rng, num_reqs), vocab_size)
+
+
+def _padded_batch(rng, num_reqs):
+    """(cu_num_draft_tokens, valid counts, query_start_loc) of a padded drafter batch."""
+    drafts = [rng.randint(0, 4) for _ in range(num_reqs)]
+    valid = [rng.randint(0, d + 1) if d else rng.randint(0, 1) for d in drafts]
+    cumulative, total = [], 0
+    for d in drafts:
+        total += d
+        cumulative.append(total)
+    lengths = [d + 1 + rng.choice((0, 0, 2)) for d in drafts]
+    return ints(rng, cumulative), ints(rng, valid), query_start_loc(rng, lengths)
+
+
+def sample_prepare_inputs(rng, num_reqs):
+    cu, valid, qsl = _padded_batch(rng, num_reqs)
+    if pick(rng, (False, False, True), True):
+        valid = torch.cat([valid, ints(rng, [9, 9])]).to(valid.dtype)   # longer counts buffer
+    return cu, valid, qsl, out_buffer(rng, num_reqs), out_buffer(rng, num_reqs)
+
+
+def sample_fused_padded(rng, num_reqs):
+    sampled, discard, backup, next_ids, counts, vocab_size = sample_next_token(rng, num_reqs)
+    cu, _, qsl = _padded_batch(rng, num_reqs)
+    return (sampled, discard, backup, cu, qsl, next_ids, counts, out_buffer(rng, num_reqs),
+            out_buffer(rng, num_reqs), vocab_size)
+
+
+def sample_copy_and_expand(rng, num_reqs):
+    shift = rng.random() < 0.5
+    slots = rng.randint(1, 4)
+    padding_id, parallel_id = rng.randint(0, 5), rng.randint(1000, 1005)
+    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    qsl = query_start_loc(rng, lengths)
+    query_end = [int(qsl[r]) + rng.randrange(lengths[r]) for r in range(num_reqs)]
+    num_input = int(qsl[-1]) + pick(rng, (0, 0, 0, 2), 2)    # sometimes trailing pad tokens
+    positions = []
+    for length in lengths:
+        start = rng.randint(0, 200)
+        positions += range(start, start + length)
+    positions += [rng.randint(0, 200) for _ in range(num_input - len(positions))]
+    num_outputs = num_input + num_reqs * (slots - 1 if shift else slots)
+    return (ints(rng, [rng.randrange(1000) for _ in range(num_input)]), ints(rng, positions),
+            ints(rng, [rng.randrange(1000) for _ in range(num_reqs)]),
+            out_buffer(rng, num_outputs), out_buffer(rng, num_outputs),
+            out_buffer(rng, num_outputs, torch.bool), out_buffer(rng, num_outputs, torch.bool),
+            out_buffer(rng, num_reqs * slots), out_buffer(rng, num_input), qsl,
+            ints(rng, query_end), padding_id, parallel_id, slots, shift)
+
+
+def sample_dflash(rng, num_reqs):
+    num_query = rng.randint(1, 5)
+    num_spec = num_query - 1 + rng.choice((0, 0, 1))
+    block_size = rng.choice((1, 4, 16))
+    parallel_id = rng.randint(1000, 1005)
+    with_rejected = rng.random() < 0.5
+    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    positions = []
+    for length in lengths:
+        start = rng.randint(0, 100)
+        positions += range(start, start + length)
+    rejected = None
+    if with_rejected:
+        rejected = ints(rng, [rng.randrange(length) for length in lengths])
+    num_context = len(positions)
+    return (ints(rng, [rng.randrange(1000) for _ in range(num_reqs)]), ints(rng, positions),
+            out_buffer(rng, num_reqs * num_query), out_buffer(rng, num_context),
+            out_buffer(rng, num_reqs * num_query), out_buffer(rng, num_context),
+            out_buffer(rng, num_reqs * num_query), out_buffer(rng, num_reqs * num_spec),
+            block_table(rng, num_reqs, 110 + num_query, block_size), query_start_loc(rng, lengths),
+            rejected, parallel_id, block_size, num_query, num_spec)
+
+
+def _step_state(rng, num_reqs):
+    block_size = rng.choice((1, 4, 16))
+    max_model_len = rng.choice((8, 64, 200))
+    num_padding_rows = rng.choice((None, 0, rng.randint(1, 4)))
+    positions = ints(rng, [rng.choice((rng.randrange(max_model_len), max_model_len - 1,
+                                       max_model_len - 2)) for _ in range(num_reqs)])
+    seq_lens = ints(rng, [rng.randint(1, max_model_len) for _ in range(num_reqs)])
+    if pick(rng, (False, False, True), True):
+        seq_lens = torch.cat([seq_lens, ints(rng, [5])]).to(seq_lens.dtype)   # longer buffer
+    input_batch_size = None if num_padding_rows is None else num_reqs + num_padding_rows
+    table = block_table(rng, num_reqs, max_model_len, block_size)
+    return positions, table, seq_lens, block_size, max_model_len, input_batch_size
+
+
+def sample_step(rng, num_reqs):
+    positions, table, seq_lens, block_size, max_model_len, batch = _step_state(rng, num_reqs)
+    padded = num_reqs if batch is None else batch
+    return (positions, table, seq_lens, block_size, max_model_len, out_buffer(rng, num_reqs),
+            out_buffer(rng, padded, torch.int64), batch)
+
+
+def sample_multi_step(rng, num_reqs):
+    num_steps = rng.randint(0, 5)
+    positions, table, seq_lens, block_size, max_model_len, batch = _step_state(rng, num_reqs)
+    padded = num_reqs if batch is None else batch
+    return (positions, table, seq_lens, block_size, max_model_len, num_steps,
+            out_matrix(rng, num_steps, num_reqs), out_matrix(rng, num_steps, padded),
+            out_matrix(rng, num_steps, num_reqs), batch)
+
+
+def sample_update_num_computed(rng, num_reqs):
+    num_prev = rng.randint(0, num_reqs + 3)
+    prev_positions = []
+    for _ in range(num_reqs):
+        choice = rng.random()
+        if choice < 0.2 or num_prev == 0:
+            prev_positions.append(-1)
+        elif choice < 0.25:
+            prev_positions.append(num_prev + rng.randint(0, 5))   # out of range: a new request
+        else:
+            prev_positions.append(rng.randrange(num_prev))
+    num_computed = max(num_reqs, num_prev) + pick(rng, range(3), 1)
+    return (ints(rng, [rng.randint(0, 5000) for _ in range(num_computed)]),
+            ints(rng, [rng.randint(0, 4) for _ in range(num_reqs + pick(rng, range(3), 1))]),
+            ints(rng, prev_positions),
+            ints(rng, [rng.randint(0, 4) for _ in range(num_prev + rng.choice((0, 0, -1)))]
+                 if num_prev else []),
+            ints(rng, [rng.randint(0, 3) for _ in range(num_prev)]),
+            ints(rng, [rng.randint(0, 5000) for _ in range(num_reqs)]))
+
+
+def sample_new_slot_mapping(rng, num_reqs):
+    num_new = rng.randint(0, 4)
+    block_size = rng.choice((1, 4, 16))
+    max_model_len = rng.choice((16, 64, 256))
+    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    positions = []
+    for length in lengths:
+        start = rng.randint(0, max_model_len + 2)
+        positions += range(start, start + length + num_new)
+    return (block_table(rng, num_reqs, max_model_len, block_size), query_start_loc(rng, lengths),
+            torch.tensor(positions, dtype=torch.int64).reshape(-1),
+            torch.tensor([rng.random() < 0.3 for _ in positions], dtype=torch.bool),
+            block_size, num_new, max_model_len)
+
+
+SAMPLERS = {
+    "eagle_prepare_next_token_padded": sample_next_token,
+    "eagle_prepare_inputs_padded": sample_prepare_inputs,
+    "copy_and_expand_eagle_inputs": sample_copy_and_expand,
+    "copy_and_expand_dflash_inputs": sample_dflash,
+    "eagle_step_update_slot_mapping_and_metadata": sample_step,
+    "update_num_computed_tokens_for_batch_change": sample_update_num_computed,
+    "compute_new_slot_mapping": sample_new_slot_mapping,
+    "prepare_padded_draft_inputs": sample_fused_padded,
+    "eagle_multi_step_slot_mapping": sample_multi_step,
+}
+OPS = sorted(SAMPLERS)
+
+
+def sample(op, seed, num_reqs, fixed_dtype=None):
+    rng = random.Random(seed) if fixed_dtype is None else FixedLayoutRandom(seed, fixed_dtype)
+    return SAMPLERS[op](rng, num_reqs)
+
+
+def op_overload(op):
+    return getattr(torch.ops.spec_ops, op).default
+
+
+def written_arg_indices(op):
+    """Indices of the arguments the op's schema marks as written (Tensor(a!))."""
+    return [i for i, arg in enumerate(op_overload(op)._schema.arguments)
+            if arg.alias_info is not None and arg.alias_info.is_write]
+
+
+def clone_args(args, device="cpu"):
+    """Deep copy; strided views keep their strides (the base is cloned and re-viewed)."""
+    def copy(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        base = x if x._base is None else x._base
+        fresh = base.clone().to(device)
+        return fresh.as_strided(x.shape, x.stride(), x.storage_offset() - base.storage_offset())
+    return tuple(copy(x) for x in args)
