@@ -5,9 +5,22 @@
 torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
 """
 
+from typing import Callable, NamedTuple
+
 import torch
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
+
+
+class OpKernels(NamedTuple):
+    """An op's two real kernels, each validating first. ``triton`` is what the CUDA dispatch
+    key runs; under TRITON_INTERPRET=1 tests call it on CPU tensors to run the Triton kernel."""
+
+    triton: Callable
+    cpu: Callable
+
+
+KERNELS: dict = {}
 
 
 def define(schema, check, cuda_kernel, cpu_kernel):
@@ -15,7 +28,8 @@ def define(schema, check, cuda_kernel, cpu_kernel):
 
     ``check(*args)`` validates the op's arguments and returns the extra sizes it derived; each
     kernel is called as ``kernel(*args, *extras)``, after the check, so nothing launches on
-    bad input.
+    bad input. (The dispatcher leaves out trailing arguments equal to their schema default,
+    so such parameters keep their default in the Python signatures too.)
     """
     name = schema[: schema.index("(")]
     LIBRARY.define(schema)
@@ -28,4 +42,5 @@ def define(schema, check, cuda_kernel, cpu_kernel):
 
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
+    KERNELS[name] = OpKernels(cuda, cpu)
     return getattr(torch.ops.spec_ops, name).default

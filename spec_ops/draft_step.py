@@ -25,14 +25,14 @@ def _advance(block_table, positions, seq_lens, block_size, max_model_len):
 # --- 1.5 eagle_step_update_slot_mapping_and_metadata ---------------------------------------
 
 def _step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
-               out_clamped_positions, out_slot_mapping, input_batch_size):
+               out_clamped_positions, out_slot_mapping, input_batch_size=None):
     launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping,
                 validation.padded_rows(positions, input_batch_size))
 
 
 def _step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
-              out_clamped_positions, out_slot_mapping, input_batch_size):
+              out_clamped_positions, out_slot_mapping, input_batch_size=None):
     num_reqs = positions.shape[0]
     clamped, slot, new_seq_lens = _advance(block_table, positions, seq_lens[:num_reqs],
                                            block_size, max_model_len)
@@ -67,14 +67,14 @@ def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens
 # --- 5.2 eagle_multi_step_slot_mapping -----------------------------------------------------
 
 def _multi_step_cuda(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
+                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None):
     launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens,
                       validation.padded_rows(positions, input_batch_size))
 
 
 def _multi_step_cpu(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                    out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
+                    out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None):
     num_reqs = positions.shape[0]
     padded = validation.padded_rows(positions, input_batch_size)
     seq_lens = seq_lens[:num_reqs]
