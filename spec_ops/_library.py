@@ -32,7 +32,10 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     so such parameters keep their default in the Python signatures too.)
     """
     name = schema[: schema.index("(")]
-    LIBRARY.define(schema)
+    # Custom ops default to needs_exact_strides, whose Inductor path fails on mutable ops with a
+    # SymInt argument called twice (torch 2.13: decompose_auto_functionalized asserts). The
+    # kernels validate strides themselves, so a fixed stride order is all they need.
+    LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
 
     def cuda(*args):
         return cuda_kernel(*args, *check(*args))

@@ -2,6 +2,8 @@
 
 Every adapter also accepts the engine's own CommonAttentionMetadata: it reads only the fields
 below and builds the result with ``replace``. None reads a device value back to the host.
+Inside a CUDA graph (or a torch.compile'd graph meant for one) leave query_start_loc_cpu as
+None: the adapters then leave it None instead of adding CPU work to the graph.
 """
 
 import dataclasses
@@ -15,7 +17,7 @@ class CommonAttentionMetadata:
     """Per-batch attention metadata, with the engine's field names."""
 
     query_start_loc: torch.Tensor       # [B + 1] int32, device
-    query_start_loc_cpu: torch.Tensor   # [B + 1] int32, CPU
+    query_start_loc_cpu: Optional[torch.Tensor]   # [B + 1] int32, CPU (None: not tracked)
     seq_lens: torch.Tensor              # [B] int32, device
     num_reqs: int
     num_actual_tokens: int
@@ -43,7 +45,7 @@ class CommonAttentionMetadata:
         removed)."""
         return self.replace(
             query_start_loc=self.query_start_loc[: num_actual_reqs + 1],
-            query_start_loc_cpu=self.query_start_loc_cpu[: num_actual_reqs + 1],
+            query_start_loc_cpu=_cpu_twin(self, lambda cpu: cpu[: num_actual_reqs + 1]),
             seq_lens=self.seq_lens[:num_actual_reqs],
             num_reqs=num_actual_reqs,
             num_actual_tokens=num_actual_tokens,
@@ -55,6 +57,11 @@ class CommonAttentionMetadata:
 def _as(dtype_of, tensor):
     """tensor in dtype_of's dtype (a no-op when they already agree)."""
     return tensor if tensor.dtype == dtype_of.dtype else tensor.to(dtype_of.dtype)
+
+
+def _cpu_twin(cad, update):
+    """update(cad.query_start_loc_cpu), or None when the CPU twin is not tracked."""
+    return None if cad.query_start_loc_cpu is None else update(cad.query_start_loc_cpu)
 
 
 def _cpu_arange(length, like):
@@ -70,8 +77,7 @@ def extend_all_queries_by_N(cad, N, arange, new_slot_mapping):  # noqa: N802,N80
     batch = cad.batch_size()
     return cad.replace(
         query_start_loc=_as(cad.query_start_loc, cad.query_start_loc + N * arange[: batch + 1]),
-        query_start_loc_cpu=cad.query_start_loc_cpu + N * _cpu_arange(
-            batch + 1, cad.query_start_loc_cpu),
+        query_start_loc_cpu=_cpu_twin(cad, lambda cpu: cpu + N * _cpu_arange(batch + 1, cpu)),
         seq_lens=cad.seq_lens + N,
         num_actual_tokens=cad.num_actual_tokens + batch * N,
         max_query_len=cad.max_query_len + N,
@@ -94,7 +100,7 @@ def dflash_query_metadata(cad, arange, num_query_per_req, out_query_slot_mapping
         seq_lens = _as(seq_lens, seq_lens - num_rejected_tokens[:batch])
     return cad.replace(
         query_start_loc=_as(cad.query_start_loc, arange[: batch + 1] * q),
-        query_start_loc_cpu=_cpu_arange(batch + 1, cad.query_start_loc_cpu) * q,
+        query_start_loc_cpu=_cpu_twin(cad, lambda cpu: _cpu_arange(batch + 1, cpu) * q),
         seq_lens=seq_lens + q,
         num_actual_tokens=batch * q,
         max_query_len=q,
@@ -115,7 +121,7 @@ def draft_decode_metadata(cad, arange, num_rejected_tokens=None):
         seq_lens = _as(seq_lens, seq_lens - num_rejected_tokens[:batch])
     return cad.replace(
         query_start_loc=_as(cad.query_start_loc, arange[: batch + 1]),
-        query_start_loc_cpu=_cpu_arange(batch + 1, cad.query_start_loc_cpu),
+        query_start_loc_cpu=_cpu_twin(cad, lambda cpu: _cpu_arange(batch + 1, cpu)),
         seq_lens=seq_lens,
         num_actual_tokens=batch,
         max_query_len=1,

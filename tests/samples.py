@@ -18,12 +18,31 @@ import torch
 POISON = -7777
 
 
-class FixedLayoutRandom(random.Random):
-    """A Random whose integer tensors all get one dtype and one layout per argument."""
+class UniformDtypeRandom(random.Random):
+    """A Random whose integer tensors all get one dtype (each dtype mix is a Triton compile on
+    a GPU, so GPU runs draw one dtype per sample)."""
 
     def __init__(self, seed, dtype):
         super().__init__(seed)
         self.dtype = dtype
+
+
+class FixedLayoutRandom(UniformDtypeRandom):
+    """Also fixed layouts, lengths and scalars: only values vary with the seed."""
+
+    def __init__(self, seed, dtype):
+        super().__init__(seed, dtype)
+        self.scalars = random.Random(0)
+
+
+def scalars(rng):
+    """The stream scalar arguments are drawn from."""
+    return rng.scalars if isinstance(rng, FixedLayoutRandom) else rng
+
+
+def request_length(rng, low, high):
+    """A per-request token count (3 under FixedLayoutRandom)."""
+    return pick(rng, range(low, high + 1), 3)
 
 
 def pick(rng, options, fixed):
@@ -32,7 +51,9 @@ def pick(rng, options, fixed):
 
 
 def int_dtype(rng):
-    return pick(rng, (torch.int32, torch.int64), getattr(rng, "dtype", None))
+    if isinstance(rng, UniformDtypeRandom):
+        return rng.dtype
+    return rng.choice((torch.int32, torch.int64))
 
 
 def ints(rng, values):
@@ -64,7 +85,7 @@ def strided_matrix(rng, rows, cols, low, high):
 
 def block_table(rng, num_reqs, max_position, block_size):
     """Block table with enough columns for max_position, sometimes one short (clamp path)."""
-    cols = max(1, max_position // block_size + 1 - rng.choice((0, 0, 0, 1)))
+    cols = max(1, max_position // block_size + 1 - pick(rng, (0, 0, 0, 1), 1))
     return strided_matrix(rng, num_reqs + pick(rng, range(3), 1), cols, 0, 1000)
 
 
@@ -92,8 +113,8 @@ def rejection_sampler_output(rng, num_reqs, num_cols, vocab_size):
 
 
 def sample_next_token(rng, num_reqs):
-    vocab_size = rng.choice((50, 100, 32000))
-    num_cols = rng.randint(1, 6)
+    vocab_size = scalars(rng).choice((50, 100, 32000))
+    num_cols = scalars(rng).randint(1, 6)
     return (rejection_sampler_output(rng, num_reqs, num_cols, vocab_size),
             torch.tensor([rng.random() < 0.2 for _ in range(num_reqs)], dtype=torch.bool),
             ints(rng, [rng.randrange(vocab_size) for _ in range(num_reqs)]),
@@ -127,10 +148,10 @@ def sample_fused_padded(rng, num_reqs):
 
 
 def sample_copy_and_expand(rng, num_reqs):
-    shift = rng.random() < 0.5
-    slots = rng.randint(1, 4)
-    padding_id, parallel_id = rng.randint(0, 5), rng.randint(1000, 1005)
-    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    shift = scalars(rng).random() < 0.5
+    slots = scalars(rng).randint(1, 4)
+    padding_id, parallel_id = scalars(rng).randint(0, 5), scalars(rng).randint(1000, 1005)
+    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
     qsl = query_start_loc(rng, lengths)
     query_end = [int(qsl[r]) + rng.randrange(lengths[r]) for r in range(num_reqs)]
     num_input = int(qsl[-1]) + pick(rng, (0, 0, 0, 2), 2)    # sometimes trailing pad tokens
@@ -149,12 +170,12 @@ def sample_copy_and_expand(rng, num_reqs):
 
 
 def sample_dflash(rng, num_reqs):
-    num_query = rng.randint(1, 5)
-    num_spec = num_query - 1 + rng.choice((0, 0, 1))
-    block_size = rng.choice((1, 4, 16))
-    parallel_id = rng.randint(1000, 1005)
-    with_rejected = rng.random() < 0.5
-    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    num_query = scalars(rng).randint(1, 5)
+    num_spec = num_query - 1 + scalars(rng).choice((0, 0, 1))
+    block_size = scalars(rng).choice((1, 4, 16))
+    parallel_id = scalars(rng).randint(1000, 1005)
+    with_rejected = scalars(rng).random() < 0.5
+    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
     positions = []
     for length in lengths:
         start = rng.randint(0, 100)
@@ -172,9 +193,9 @@ def sample_dflash(rng, num_reqs):
 
 
 def _step_state(rng, num_reqs):
-    block_size = rng.choice((1, 4, 16))
-    max_model_len = rng.choice((8, 64, 200))
-    num_padding_rows = rng.choice((None, 0, rng.randint(1, 4)))
+    block_size = scalars(rng).choice((1, 4, 16))
+    max_model_len = scalars(rng).choice((8, 64, 200))
+    num_padding_rows = scalars(rng).choice((None, 0, 1, 4))
     positions = ints(rng, [rng.choice((rng.randrange(max_model_len), max_model_len - 1,
                                        max_model_len - 2)) for _ in range(num_reqs)])
     seq_lens = ints(rng, [rng.randint(1, max_model_len) for _ in range(num_reqs)])
@@ -193,7 +214,7 @@ def sample_step(rng, num_reqs):
 
 
 def sample_multi_step(rng, num_reqs):
-    num_steps = rng.randint(0, 5)
+    num_steps = scalars(rng).randint(0, 5)
     positions, table, seq_lens, block_size, max_model_len, batch = _step_state(rng, num_reqs)
     padded = num_reqs if batch is None else batch
     return (positions, table, seq_lens, block_size, max_model_len, num_steps,
@@ -202,7 +223,7 @@ def sample_multi_step(rng, num_reqs):
 
 
 def sample_update_num_computed(rng, num_reqs):
-    num_prev = rng.randint(0, num_reqs + 3)
+    num_prev = pick(rng, range(num_reqs + 4), num_reqs + 1)
     prev_positions = []
     for _ in range(num_reqs):
         choice = rng.random()
@@ -216,17 +237,17 @@ def sample_update_num_computed(rng, num_reqs):
     return (ints(rng, [rng.randint(0, 5000) for _ in range(num_computed)]),
             ints(rng, [rng.randint(0, 4) for _ in range(num_reqs + pick(rng, range(3), 1))]),
             ints(rng, prev_positions),
-            ints(rng, [rng.randint(0, 4) for _ in range(num_prev + rng.choice((0, 0, -1)))]
+            ints(rng, [rng.randint(0, 4) for _ in range(num_prev + pick(rng, (0, 0, -1), 0))]
                  if num_prev else []),
             ints(rng, [rng.randint(0, 3) for _ in range(num_prev)]),
             ints(rng, [rng.randint(0, 5000) for _ in range(num_reqs)]))
 
 
 def sample_new_slot_mapping(rng, num_reqs):
-    num_new = rng.randint(0, 4)
-    block_size = rng.choice((1, 4, 16))
-    max_model_len = rng.choice((16, 64, 256))
-    lengths = [rng.randint(1, 6) for _ in range(num_reqs)]
+    num_new = scalars(rng).randint(0, 4)
+    block_size = scalars(rng).choice((1, 4, 16))
+    max_model_len = scalars(rng).choice((16, 64, 256))
+    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
     positions = []
     for length in lengths:
         start = rng.randint(0, max_model_len + 2)
@@ -251,8 +272,15 @@ SAMPLERS = {
 OPS = sorted(SAMPLERS)
 
 
-def sample(op, seed, num_reqs, fixed_dtype=None):
-    rng = random.Random(seed) if fixed_dtype is None else FixedLayoutRandom(seed, fixed_dtype)
+def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False):
+    """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
+    dtype (drawn from the seed) for every integer tensor."""
+    if fixed_dtype is not None:
+        rng = FixedLayoutRandom(seed, fixed_dtype)
+    elif uniform_dtype:
+        rng = UniformDtypeRandom(seed, (torch.int32, torch.int64)[seed % 2])
+    else:
+        rng = random.Random(seed)
     return SAMPLERS[op](rng, num_reqs)
 
 

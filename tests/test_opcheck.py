@@ -15,5 +15,6 @@ DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 @pytest.mark.parametrize("num_reqs", [0, 1, 5, 17])
 @pytest.mark.parametrize("op", OPS)
 def test_opcheck(op, num_reqs, device):
-    args = clone_args(sample(op, seed=1000 + num_reqs, num_reqs=num_reqs), device)
+    args = clone_args(sample(op, seed=1000 + num_reqs, num_reqs=num_reqs,
+                             uniform_dtype=device == "cuda"), device)
     torch.library.opcheck(op_overload(op), args, test_utils=UTILS)

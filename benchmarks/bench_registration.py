@@ -1,0 +1,147 @@
+"""Which registration route costs least per eager call? (issue #2: the op boundary)
+
+The same SPEC 1.5 step kernel, same validation, behind four boundaries, timed as host µs per
+eager call on CUDA (back-to-back calls, synchronized around each batch, median of repeats):
+
+  library      torch.library.Library define/impl, called as torch.ops.spec_ops.<op>.default
+               (what spec_ops ships); also through the spec_ops.<op> Python function
+  custom_op    torch.library.custom_op wrapping the same validate + launch
+  triton_op    torch.library.triton_op + wrap_triton (Inductor can see the kernel)
+  raw triton   kernel[(grid,)](*args): the Triton launch alone, no validation, no op
+  raw cached   the cached compiled kernel's run(): the launch path the library route takes
+
+Prints a table and writes benchmarks/results/bench_registration.json (and to $OUT when set).
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+
+import spec_ops
+from spec_ops import validation
+from spec_ops._triton import draft_step
+from spec_ops._triton._launch import Launcher
+
+CALLS, REPEATS = 2000, 9
+
+
+def host_us(fn):
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) / CALLS * 1e6)
+    return statistics.median(samples)
+
+
+def step_inputs(num_reqs):
+    positions = torch.randint(0, 4000, (num_reqs,), dtype=torch.int64, device="cuda")
+    block_table = torch.randint(0, 1 << 16, (num_reqs, 256), dtype=torch.int32, device="cuda")
+    seq_lens = torch.randint(1, 4000, (num_reqs,), dtype=torch.int32, device="cuda")
+    clamped = torch.empty(num_reqs, dtype=torch.int64, device="cuda")
+    slots = torch.empty(num_reqs, dtype=torch.int64, device="cuda")
+    return positions, block_table, seq_lens, 16, 4096, clamped, slots, None
+
+
+def validate_and_launch(positions, block_table, seq_lens, block_size, max_model_len,
+                        out_clamped_positions, out_slot_mapping, input_batch_size=None):
+    validation.check_eagle_step_update_slot_mapping_and_metadata(
+        positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
+        out_slot_mapping, input_batch_size)
+    draft_step.launch_step(positions, block_table, seq_lens, block_size, max_model_len,
+                           out_clamped_positions, out_slot_mapping,
+                           validation.padded_rows(positions, input_batch_size))
+
+
+@torch.library.custom_op("spec_ops_bench::step_custom_op",
+                         mutates_args=("seq_lens", "out_clamped_positions", "out_slot_mapping"))
+def step_custom_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
+                   out_slot_mapping: torch.Tensor) -> None:
+    validate_and_launch(positions, block_table, seq_lens, block_size, max_model_len,
+                        out_clamped_positions, out_slot_mapping)
+
+
+@torch.library.triton_op("spec_ops_bench::step_triton_op",
+                         mutates_args=("seq_lens", "out_clamped_positions", "out_slot_mapping"))
+def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
+                   out_slot_mapping: torch.Tensor) -> None:
+    validation.check_eagle_step_update_slot_mapping_and_metadata(
+        positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
+        out_slot_mapping)
+    num_reqs = positions.shape[0]
+    torch.library.wrap_triton(draft_step._step_kernel)[(triton.cdiv(num_reqs,
+                                                                    draft_step.BLOCK_R),)](
+        positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
+        num_reqs, block_table.stride(0), block_table.shape[1], block_size, max_model_len,
+        draft_step.BLOCK_R)
+
+
+def recorded_launch(args):
+    """The (launcher, grid, kernel args, num_warps) of one call of the step op."""
+    seen = []
+    original = Launcher.__call__
+
+    def record(self, device_index, grid, key, kernel_args, num_warps=None):
+        seen.append((self, device_index, grid, key, kernel_args, num_warps or self.num_warps))
+        return original(self, device_index, grid, key, kernel_args, num_warps)
+
+    Launcher.__call__ = record
+    try:
+        spec_ops.eagle_step_update_slot_mapping_and_metadata(*args)
+    finally:
+        Launcher.__call__ = original
+    return seen[0]
+
+
+def main():
+    rows = []
+    for num_reqs in (1, 1024):
+        args = step_inputs(num_reqs)
+        launcher, device, grid, key, kernel_args, num_warps = recorded_launch(args)
+        compiled = launcher.compiled[(device, num_warps, key)]
+        stream = torch.cuda.current_stream().cuda_stream
+        op = torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata
+        routes = {
+            "library (.default)": lambda: op.default(*args),
+            "library (packet)": lambda: op(*args),
+            "spec_ops function": lambda: spec_ops.eagle_step_update_slot_mapping_and_metadata(
+                *args),
+            "custom_op": lambda: step_custom_op(*args[:7]),
+            "triton_op": lambda: step_triton_op(*args[:7]),
+            "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](*kernel_args,
+                                                                         num_warps=num_warps),
+            "raw cached run()": lambda: compiled.run(grid, 1, 1, stream, compiled.function,
+                                                     compiled.packed_metadata, None, None, None,
+                                                     *kernel_args),
+        }
+        times = {name: host_us(fn) for name, fn in routes.items()}
+        for name, us in times.items():
+            rows.append({"num_reqs": num_reqs, "route": name, "host_us": us,
+                         "vs_raw_triton": us / times["raw triton kernel[grid]"]})
+    print(f"{'R':>5}  {'route':<26}{'host µs':>9}  {'× raw triton':>12}")
+    for row in rows:
+        print(f"{row['num_reqs']:>5}  {row['route']:<26}{row['host_us']:>9.2f}  "
+              f"{row['vs_raw_triton']:>12.2f}")
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows}
+    for folder in filter(None, (Path(__file__).resolve().parent / "results",
+                                os.environ.get("OUT"))):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "bench_registration.json").write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
