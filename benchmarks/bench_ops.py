@@ -4,7 +4,8 @@ Each op (SPEC 1.1-1.7, 5.1, 5.2) runs at R = 1, 64 and 1024 requests with K = 3 
 copy/expand ops (1.3, 1.4, 1.7) also on a prefill-sized batch of 8 x 2048 tokens, in these
 variants:
 
-  op        torch.ops.spec_ops.<op>: dispatcher, validation, the op's cached launch
+  op        torch.ops.spec_ops.<op>.default (what spec_ops.<op> calls): dispatcher,
+            validation, the op's cached launch
   triton    the op's kernel launched the plain Triton way, kernel[(grid,)](*args)
   fast      the cached compiled kernel's run() alone, the launch path the op takes
   torch     the op as engines wrote it before fusing: a handful of torch ops
@@ -54,7 +55,7 @@ import triton  # noqa: E402
 
 import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS  # noqa: E402
-from spec_ops._triton._launch import Launcher  # noqa: E402
+from spec_ops._triton._launch import USE_PDL, Launcher  # noqa: E402
 
 K = 3                      # drafts per request
 NUM_STEPS = 4              # draft steps of 5.2 (and 1.5 calls it replaces)
@@ -71,7 +72,7 @@ SMOKE_DECODE_BATCHES = ((1, K + 1), (64, K + 1))
 SMOKE_PREFILL_BATCH = (3, 50)
 
 WARMUP_CALLS = 5
-HOST_CALLS, HOST_REPEATS = (2, 1) if SMOKE else (200, 7)
+HOST_CALLS, HOST_REPEATS = (2, 1) if SMOKE else (200, 15)
 GRAPH_CALLS, GRAPH_REPLAYS = 50, 50
 SLEEP_CYCLES = 2_000_000   # ~1 ms of GPU spin before each timed replay (see graph_us)
 
@@ -414,10 +415,10 @@ def _next_token_then_prepare_inputs(sampled_token_ids, discard_request_mask,
                                     backup_next_token_ids, cu_num_draft_tokens, query_start_loc,
                                     next_token_ids, valid_sampled_tokens_count,
                                     token_indices_to_sample, num_rejected_tokens, vocab_size):
-    torch.ops.spec_ops.eagle_prepare_next_token_padded(
+    torch.ops.spec_ops.eagle_prepare_next_token_padded.default(
         sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
         valid_sampled_tokens_count, vocab_size)
-    torch.ops.spec_ops.eagle_prepare_inputs_padded(
+    torch.ops.spec_ops.eagle_prepare_inputs_padded.default(
         cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
         token_indices_to_sample, num_rejected_tokens)
 
@@ -428,7 +429,7 @@ def _step_calls(positions, block_table, seq_lens, block_size, max_model_len, num
     one buffer each (the positions aliased from step 2 on), seq_lens advanced in place."""
     clamped_positions, slot_mapping = out_positions[0], out_slot_mapping[0]
     for _ in range(num_steps):
-        torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata(
+        torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata.default(
             positions, block_table, seq_lens, block_size, max_model_len, clamped_positions,
             slot_mapping, input_batch_size)
         positions = clamped_positions
@@ -530,22 +531,25 @@ class Launch:
     key: tuple
     args: tuple
     num_warps: int
+    grid_y: int
 
     def raw(self):
-        """kernel[(grid,)](*args): Triton's own launch (binding, specialization, cache lookup)."""
-        kernel, grid, args, num_warps = self.launcher.kernel, self.grid, self.args, self.num_warps
-        return lambda: kernel[(grid,)](*args, num_warps=num_warps)
+        """kernel[grid](*args): Triton's own launch (binding, specialization, cache lookup), with
+        the op's launch options."""
+        kernel, args, num_warps = self.launcher.kernel, self.args, self.num_warps
+        grid = (self.grid, self.grid_y)
+        return lambda: kernel[grid](*args, num_warps=num_warps, launch_pdl=bool(USE_PDL))
 
     def fast(self):
         """The compiled kernel's run(), as Launcher._launch calls it after the first launch."""
         compiled = self.launcher.compiled[(self.device_index, self.num_warps, self.key)]
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        grid, args, device_index = self.grid, self.args, self.device_index
+        grid, grid_y, args, device_index = self.grid, self.grid_y, self.args, self.device_index
         current_stream = torch._C._cuda_getCurrentRawStream
 
         def launch():
-            run(grid, 1, 1, current_stream(device_index), function, metadata, None, None, None,
-                *args)
+            run(grid, grid_y, 1, current_stream(device_index), function, metadata, None, None,
+                None, *args)
         return launch
 
 
@@ -553,10 +557,10 @@ class Launch:
 def _recording_launches(launches):
     original = Launcher.__call__
 
-    def record(launcher, device_index, grid, key, args, num_warps=None):
+    def record(launcher, device_index, grid, key, args, num_warps=None, grid_y=1):
         launches.append(Launch(launcher, device_index, grid, key, args,
-                               num_warps or launcher.num_warps))
-        original(launcher, device_index, grid, key, args, num_warps)
+                               num_warps or launcher.num_warps, grid_y))
+        original(launcher, device_index, grid, key, args, num_warps, grid_y)
 
     with mock.patch.object(Launcher, "__call__", record):
         yield
@@ -569,19 +573,23 @@ def _synchronize():
         torch.cuda.synchronize()
 
 
-def host_us(fn):
-    """Host µs per eager call: back-to-back calls, synchronized at both ends, median."""
-    for _ in range(WARMUP_CALLS):
-        fn()
-    samples = []
-    for _ in range(HOST_REPEATS):
-        _synchronize()
-        start = time.perf_counter()
-        for _ in range(HOST_CALLS):
+def host_us(fns):
+    """{name: host µs per eager call} of ``fns``: back-to-back calls, synchronized at both
+    ends, median of repeats. The variants take turns within each repeat, so drift of the
+    host's speed hits them alike and their ratios hold."""
+    for fn in fns.values():
+        for _ in range(WARMUP_CALLS):
             fn()
-        _synchronize()
-        samples.append((time.perf_counter() - start) * 1e6 / HOST_CALLS)
-    return statistics.median(samples)
+    samples = {name: [] for name in fns}
+    for _ in range(HOST_REPEATS):
+        for name, fn in fns.items():
+            _synchronize()
+            start = time.perf_counter()
+            for _ in range(HOST_CALLS):
+                fn()
+            _synchronize()
+            samples[name].append((time.perf_counter() - start) * 1e6 / HOST_CALLS)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def graph_us(fn):
@@ -611,13 +619,22 @@ def graph_us(fn):
     return statistics.median(samples)
 
 
-def measure(fn, graph):
-    """{"host_us", "graph_us"} of ``fn``; an error is recorded, not raised, so one failing
-    variant does not cost the rest of the run."""
-    try:
-        return {"host_us": host_us(fn), "graph_us": graph_us(fn) if graph else None}
-    except Exception as error:  # noqa: BLE001 - reported in the tables and the JSON
-        return {"host_us": None, "graph_us": None, "error": f"{type(error).__name__}: {error}"}
+def measure(fns, graph):
+    """{name: {"host_us", "graph_us"}} of ``fns``; an error is recorded, not raised, so one
+    failing variant does not cost the rest of the run."""
+    times = {}
+    runnable = {}
+    for name, fn in fns.items():
+        try:
+            fn()
+            times[name] = {"graph_us": graph_us(fn) if graph else None}
+            runnable[name] = fn
+        except Exception as error:  # noqa: BLE001 - reported in the tables and the JSON
+            times[name] = {"host_us": None, "graph_us": None,
+                           "error": f"{type(error).__name__}: {error}"}
+    for name, us in host_us(runnable).items():
+        times[name]["host_us"] = us
+    return times
 
 
 @triton.jit
@@ -627,7 +644,7 @@ def _empty_kernel(x):
 
 def empty_kernel_floor():
     x = torch.zeros(1, device="cuda")
-    return measure(lambda: _empty_kernel[(1,)](x), graph=True)
+    return measure({"empty": lambda: _empty_kernel[(1,)](x)}, graph=True)["empty"]
 
 
 # --- one case: an op at one batch size ------------------------------------------------------
@@ -636,7 +653,7 @@ def bench_case(op, num_reqs, tokens_per_req, size):
     device = "cpu" if SMOKE else "cuda"
     gen = torch.Generator().manual_seed(1000 * num_reqs + tokens_per_req)
     initial = _fresh(op.inputs(num_reqs, tokens_per_req, gen), device)
-    fns = {"op": getattr(torch.ops.spec_ops, op.name), "torch": op.torch_fn}
+    fns = {"op": getattr(torch.ops.spec_ops, op.name).default, "torch": op.torch_fn}
     if op.compile_torch:
         fns["compiled"] = torch.compile(op.torch_fn, dynamic=True)
     expected = _outputs(op.name, fns["op"], initial)
@@ -657,7 +674,7 @@ def bench_case(op, num_reqs, tokens_per_req, size):
         launch.raw()()          # the code path; interpreted launches are not worth timing
     else:
         calls["triton"], calls["fast"] = launch.raw(), launch.fast()
-    times = {name: measure(calls[name], graph=not SMOKE) for name in VARIANTS if name in calls}
+    times = measure({name: calls[name] for name in VARIANTS if name in calls}, graph=not SMOKE)
     return {"label": op.label, "op": op.name, "size": size, "num_reqs": num_reqs,
             "tokens_per_req": tokens_per_req, "grid": launch.grid, "times": times,
             "mismatches": {name: lines for name, lines in mismatches.items() if lines}}

@@ -26,7 +26,7 @@ import triton
 import spec_ops
 from spec_ops import validation
 from spec_ops._triton import draft_step
-from spec_ops._triton._launch import Launcher
+from spec_ops._triton._launch import USE_PDL, Launcher
 
 CALLS, REPEATS = 2000, 9
 
@@ -82,21 +82,21 @@ def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens:
         positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
         out_slot_mapping)
     num_reqs = positions.shape[0]
-    torch.library.wrap_triton(draft_step._step_kernel)[(triton.cdiv(num_reqs,
-                                                                    draft_step.BLOCK_R),)](
+    grid = (triton.cdiv(num_reqs, draft_step.BLOCK_R),)
+    torch.library.wrap_triton(draft_step._step_kernel)[grid](
         positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
-        num_reqs, block_table.stride(0), block_table.shape[1], block_size, max_model_len,
-        draft_step.BLOCK_R)
+        num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
+        draft_step.BLOCK_R, launch_pdl=bool(USE_PDL))
 
 
 def recorded_launch(args):
-    """The (launcher, grid, kernel args, num_warps) of one call of the step op."""
+    """The (launcher, device, grid, key, kernel args, num_warps) of one call of the step op."""
     seen = []
     original = Launcher.__call__
 
-    def record(self, device_index, grid, key, kernel_args, num_warps=None):
+    def record(self, device_index, grid, key, kernel_args, num_warps=None, grid_y=1):
         seen.append((self, device_index, grid, key, kernel_args, num_warps or self.num_warps))
-        return original(self, device_index, grid, key, kernel_args, num_warps)
+        return original(self, device_index, grid, key, kernel_args, num_warps, grid_y)
 
     Launcher.__call__ = record
     try:
@@ -121,8 +121,8 @@ def main():
                 *args),
             "custom_op": lambda: step_custom_op(*args[:7]),
             "triton_op": lambda: step_triton_op(*args[:7]),
-            "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](*kernel_args,
-                                                                         num_warps=num_warps),
+            "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](
+                *kernel_args, num_warps=num_warps, launch_pdl=bool(USE_PDL)),
             "raw cached run()": lambda: compiled.run(grid, 1, 1, stream, compiled.function,
                                                      compiled.packed_metadata, None, None, None,
                                                      *kernel_args),

@@ -8,7 +8,7 @@ one program: load everything, barrier, store.
 import triton
 import triton.language as tl
 
-from ._launch import Launcher, spec_kernel
+from ._launch import Launcher, pdl_prologue, spec_kernel
 
 MAX_ROWS = 16384
 
@@ -24,6 +24,7 @@ def _update_num_computed_tokens_kernel(
     num_rows: tl.int64, num_prev_rows: tl.int64,
     BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.arange(0, BLOCK).to(tl.int64)
     row_mask = rows < num_rows
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
@@ -55,4 +56,4 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
          cpu_num_computed_tokens.dtype, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, num_rows, num_prev_rows, block),
-        num_warps=min(max(block // 256, 4), 16))
+        num_warps=min(max(block // 64, 4), 16))

@@ -1,16 +1,15 @@
 """SPEC 1.4: DFlash first pass. Context tokens only become K/V; each request gets Q queries.
 
-Flat over max(C, R * Q) lanes: lane i handles context token i (owner found by binary search)
-and query token i (owner i // Q), so prefill-sized contexts spread over many programs.
+The grid is (requests, chunks): program (r, c) writes chunks c, c + C, ... of request r's
+context tokens, and program (r, 0) also writes request r's Q query tokens.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import find_request, slot_lookup
-from ._launch import Launcher, spec_kernel
-
-BLOCK = 256
+from ._indexing import slot_lookup
+from ._launch import Launcher, pdl_prologue, spec_kernel
+from .expand import BLOCK, NUM_WARPS, num_chunks
 
 
 @spec_kernel
@@ -26,50 +25,52 @@ def _copy_and_expand_dflash_inputs_kernel(
     block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
     query_start_loc_ptr,         # [R + 1]
     num_rejected_ptr,            # [>= R], read only when HAS_REJECTED
-    num_reqs: tl.int64, num_context: tl.int64, block_table_row_stride: tl.int64,
-    num_block_cols: tl.int64, parallel_drafting_token_id: tl.int64, block_size: tl.int64,
-    num_query_per_req: tl.int64, num_speculative_tokens: tl.int64, search_steps: tl.int64,
-    HAS_REJECTED: tl.constexpr, BLOCK: tl.constexpr,
+    num_context: tl.int64, block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    parallel_drafting_token_id: tl.int64, num_query_per_req: tl.int64,
+    num_speculative_tokens: tl.int64,
+    HAS_REJECTED: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
-    lane = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    pdl_prologue()
+    req = tl.program_id(0).to(tl.int64)
+    context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    context_end = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
 
-    # Context token `lane`: its own position, and its slot in its request's blocks.
-    req = find_request(query_start_loc_ptr, lane, lane < num_context, num_reqs, 0, 0,
-                       search_steps)
-    is_context = (lane < num_context) & (req < num_reqs)
-    context_start = tl.load(query_start_loc_ptr + req, mask=is_context, other=0)
-    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_context, other=0)
-    owned = is_context & (lane >= context_start) & (lane < context_end)
-    position = tl.load(target_positions_ptr + lane, mask=owned, other=0).to(tl.int64)
-    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
-                       block_size, owned)
-    tl.store(out_context_positions_ptr + lane, position, mask=owned)
-    tl.store(out_context_slot_ptr + lane, slot, mask=owned)
+    # Context tokens: their own positions, and slots in the request's blocks.
+    for chunk_start in range(context_start + tl.program_id(1).to(tl.int64) * BLOCK, context_end,
+                             tl.num_programs(1).to(tl.int64) * BLOCK):
+        i = chunk_start + tl.arange(0, BLOCK)
+        owned = (i < context_end) & (i >= 0) & (i < num_context)
+        position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           position, owned, BLOCK_SIZE)
+        tl.store(out_context_positions_ptr + i, position, mask=owned)
+        tl.store(out_context_slot_ptr + i, slot, mask=owned)
 
-    # Query token `lane` = r * Q + q: [next token, mask, mask, ...] after the last valid one.
-    is_query = lane < num_reqs * num_query_per_req
-    req = lane // num_query_per_req
-    q = lane % num_query_per_req
-    valid_end = tl.load(query_start_loc_ptr + req + 1, mask=is_query, other=0).to(tl.int64)
-    if HAS_REJECTED:
-        valid_end -= tl.load(num_rejected_ptr + req, mask=is_query, other=0).to(tl.int64)
-    last_position = tl.load(
-        target_positions_ptr + valid_end - 1,
-        mask=is_query & (valid_end >= 1) & (valid_end <= num_context), other=0,
-    ).to(tl.int64)
-    query_position = last_position + 1 + q
-    query_slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                             query_position, block_size, is_query)
-    next_token = tl.load(next_token_ids_ptr + req, mask=is_query & (q == 0), other=0).to(tl.int64)
-    tl.store(out_input_ids_ptr + lane, tl.where(q == 0, next_token, parallel_drafting_token_id),
-             mask=is_query)
-    tl.store(out_query_positions_ptr + lane, query_position, mask=is_query)
-    tl.store(out_query_slot_ptr + lane, query_slot, mask=is_query)
-    tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, lane,
-             mask=is_query & (q >= 1))
+    # Query tokens r * Q + q: [next token, mask, mask, ...] after the last valid position.
+    if tl.program_id(1) == 0:
+        valid_end = context_end
+        if HAS_REJECTED:
+            valid_end -= tl.load(num_rejected_ptr + req).to(tl.int64)
+        last_position = tl.load(target_positions_ptr + valid_end - 1,
+                                mask=(valid_end >= 1) & (valid_end <= num_context),
+                                other=0).to(tl.int64)
+        next_token = tl.load(next_token_ids_ptr + req).to(tl.int64)
+        q = tl.arange(0, BLOCK_Q)
+        is_query = q < num_query_per_req
+        out = req * num_query_per_req + q
+        position = last_position + 1 + q
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           position, is_query, BLOCK_SIZE)
+        tl.store(out_input_ids_ptr + out, tl.where(q == 0, next_token, parallel_drafting_token_id),
+                 mask=is_query)
+        tl.store(out_query_positions_ptr + out, position, mask=is_query)
+        tl.store(out_query_slot_ptr + out, slot, mask=is_query)
+        tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
+                 mask=is_query & (q >= 1))
 
 
-_copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel)
+_copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel, NUM_WARPS)
 
 
 def launch_copy_and_expand_dflash_inputs(
@@ -81,15 +82,16 @@ def launch_copy_and_expand_dflash_inputs(
     num_context = target_positions.shape[0]
     has_rejected = num_rejected_tokens is not None
     rejected = num_rejected_tokens if has_rejected else query_start_loc
+    block_q = triton.next_power_of_2(num_query_per_req)
     _copy_and_expand_dflash_inputs(
-        target_positions.get_device(),
-        triton.cdiv(max(num_context, num_reqs * num_query_per_req), BLOCK),
+        target_positions.get_device(), num_reqs,
         (next_token_ids.dtype, target_positions.dtype, out_input_ids.dtype,
          out_context_positions.dtype, out_query_positions.dtype, out_context_slot_mapping.dtype,
          out_query_slot_mapping.dtype, out_token_indices.dtype, block_table.dtype,
-         query_start_loc.dtype, rejected.dtype, has_rejected),
+         query_start_loc.dtype, rejected.dtype, has_rejected, block_size, block_q),
         (next_token_ids, target_positions, out_input_ids, out_context_positions,
          out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
-         out_token_indices, block_table, query_start_loc, rejected, num_reqs, num_context,
-         block_table.stride(0), block_table.shape[1], parallel_drafting_token_id, block_size,
-         num_query_per_req, num_speculative_tokens, num_reqs.bit_length(), has_rejected, BLOCK))
+         out_token_indices, block_table, query_start_loc, rejected, num_context,
+         block_table.stride(0), block_table.shape[1], parallel_drafting_token_id,
+         num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q, BLOCK),
+        grid_y=num_chunks(num_context, num_reqs))

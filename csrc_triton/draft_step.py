@@ -1,14 +1,15 @@
 """Autoregressive draft steps: SPEC 1.5 (one step) and 5.2 (all steps in one launch).
 
 Positions and sequence lengths advance the same way whatever token is drafted, so a step is a
-pure function of (position, seq_len); 5.2 applies it num_steps times in registers.
+pure function of (position, seq_len); 5.2 applies it NUM_STEPS times in registers, unrolled, so
+the block-table loads of all steps are in flight together.
 """
 
 import triton
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, spec_kernel
+from ._launch import Launcher, pdl_prologue, spec_kernel
 
 BLOCK_R = 128
 
@@ -31,16 +32,17 @@ def _step_kernel(
     clamped_positions_ptr,  # [>= R] out
     slot_mapping_ptr,       # [>= input_batch_size] out
     num_reqs: tl.int64, input_batch_size: tl.int64, block_table_row_stride: tl.int64,
-    num_block_cols: tl.int64, block_size: tl.int64, max_model_len: tl.int64,
-    BLOCK: tl.constexpr,
+    num_block_cols: tl.int64, max_model_len: tl.int64,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     real = rows < num_reqs
     position = tl.load(positions_ptr + rows, mask=real, other=0).to(tl.int64)
     seq_len = tl.load(seq_lens_ptr + rows, mask=real, other=0).to(tl.int64)
     clamped, over, new_seq_len = _advance(position, seq_len, max_model_len)
     slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows, clamped,
-                       block_size, real & ~over)
+                       real & ~over, BLOCK_SIZE)
     slot = tl.where(real & ~over, slot, -1)
     tl.store(clamped_positions_ptr + rows, clamped, mask=real)
     tl.store(seq_lens_ptr + rows, new_seq_len, mask=real)
@@ -56,20 +58,20 @@ def _multi_step_kernel(
     out_slot_mapping_ptr,   # [num_steps, >= input_batch_size] out
     out_seq_lens_ptr,       # [num_steps, >= R] out
     num_reqs: tl.int64, input_batch_size: tl.int64, block_table_row_stride: tl.int64,
-    num_block_cols: tl.int64, block_size: tl.int64, max_model_len: tl.int64,
-    num_steps: tl.int64, out_positions_row_stride: tl.int64,
+    num_block_cols: tl.int64, max_model_len: tl.int64, out_positions_row_stride: tl.int64,
     out_slot_mapping_row_stride: tl.int64, out_seq_lens_row_stride: tl.int64,
-    BLOCK: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, NUM_STEPS: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     real = rows < num_reqs
     padded = rows < input_batch_size
     position = tl.load(positions_ptr + rows, mask=real, other=0).to(tl.int64)
     seq_len = tl.load(seq_lens_ptr + rows, mask=real, other=0).to(tl.int64)
-    for step in range(num_steps):
+    for step in tl.static_range(NUM_STEPS):
         position, over, seq_len = _advance(position, seq_len, max_model_len)
         slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows,
-                           position, block_size, real & ~over)
+                           position, real & ~over, BLOCK_SIZE)
         slot = tl.where(real & ~over, slot, -1)
         tl.store(out_positions_ptr + step * out_positions_row_stride + rows, position, mask=real)
         tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + rows, seq_len, mask=real)
@@ -86,10 +88,10 @@ def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
     _step(
         positions.get_device(), triton.cdiv(input_batch_size, BLOCK_R),
         (positions.dtype, block_table.dtype, seq_lens.dtype, out_clamped_positions.dtype,
-         out_slot_mapping.dtype),
+         out_slot_mapping.dtype, block_size),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
          positions.shape[0], input_batch_size, block_table.stride(0), block_table.shape[1],
-         block_size, max_model_len, BLOCK_R))
+         max_model_len, block_size, BLOCK_R))
 
 
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
@@ -97,8 +99,8 @@ def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_le
     _multi_step(
         positions.get_device(), triton.cdiv(input_batch_size, BLOCK_R),
         (positions.dtype, block_table.dtype, seq_lens.dtype, out_positions.dtype,
-         out_slot_mapping.dtype, out_seq_lens.dtype),
+         out_slot_mapping.dtype, out_seq_lens.dtype, block_size, num_steps),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
          positions.shape[0], input_batch_size, block_table.stride(0), block_table.shape[1],
-         block_size, max_model_len, num_steps, out_positions.stride(0),
-         out_slot_mapping.stride(0), out_seq_lens.stride(0), BLOCK_R))
+         max_model_len, out_positions.stride(0), out_slot_mapping.stride(0),
+         out_seq_lens.stride(0), block_size, num_steps, BLOCK_R))

@@ -1,16 +1,24 @@
 """First draft pass over expanded requests: SPEC 1.3 (token layout) and 1.7 (slot mapping).
 
-Both are flat over their outputs: each lane finds the request that owns it by binary search on
-query_start_loc, so work is spread evenly whether the batch is 1024 decodes or 8 prefills.
+The grid is (requests, chunks): program (r, c) handles chunks c, c + C, c + 2C, ... of request
+r's outputs. C comes from shapes (about the mean request length over BLOCK), so a batch of
+1024 decodes runs 1024 one-chunk programs and 8 long prefills are split into many.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import find_request, slot_lookup
-from ._launch import Launcher, spec_kernel
+from ._indexing import slot_lookup
+from ._launch import Launcher, pdl_prologue, spec_kernel
 
-BLOCK = 256
+BLOCK = 128
+NUM_WARPS = 1
+MAX_CHUNKS = 1024
+
+
+def num_chunks(num_items, num_reqs):
+    """Programs per request: the mean items per request over BLOCK, at least 1."""
+    return min(max(triton.cdiv(num_items, max(num_reqs, 1) * BLOCK), 1), MAX_CHUNKS)
 
 
 @spec_kernel
@@ -24,54 +32,54 @@ def _copy_and_expand_eagle_inputs_kernel(
     out_masked_ptr,              # [>= num_outputs] bool out
     out_new_token_indices_ptr,   # [>= R * S] out
     out_hidden_state_mapping_ptr,  # [>= T_in] out (shift only)
-    query_start_loc_ptr,         # [>= R + 1]
-    query_end_loc_ptr,           # [>= R]
-    num_reqs: tl.int64, num_input_tokens: tl.int64, num_outputs: tl.int64,
-    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
-    num_padding_slots: tl.int64, search_steps: tl.int64,
+    query_start_loc_ptr,         # [R + 1]
+    query_end_loc_ptr,           # [R]
+    num_input_tokens: tl.int64, num_outputs: tl.int64, padding_token_id: tl.int64,
+    parallel_drafting_token_id: tl.int64, num_padding_slots: tl.int64,
     SHIFT: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    out = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    pdl_prologue()
+    req = tl.program_id(0).to(tl.int64)
+    query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
+    query_end = tl.load(query_end_loc_ptr + req).to(tl.int64)
+    next_token = tl.load(next_token_ids_ptr + req).to(tl.int64)
+    first_position = tl.load(target_positions_ptr + query_start,
+                             mask=(query_start >= 0) & (query_start < num_input_tokens),
+                             other=0).to(tl.int64)
     # Shift drops each request's first input token, so it adds S - 1 outputs, not S.
-    extra = num_padding_slots - 1 if SHIFT else num_padding_slots
-    req = find_request(query_start_loc_ptr, out, out < num_outputs, num_reqs, extra, 0,
-                       search_steps)
-    lane = (out < num_outputs) & (req < num_reqs)
-    query_start = tl.load(query_start_loc_ptr + req, mask=lane, other=0).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=lane, other=0).to(tl.int64)
-    query_end = tl.load(query_end_loc_ptr + req, mask=lane, other=0).to(tl.int64)
+    out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
     num_valid = query_end - query_start + (0 if SHIFT else 1)
-    num_rejected = query_next - query_end - 1
-    j = out - (query_start + req * extra)
-    written = lane & (j >= 0) & (j < num_valid + num_padding_slots + num_rejected)
+    total = num_valid + num_padding_slots + (query_next - query_end - 1)
 
-    is_input = j < num_valid
-    is_bonus = j == num_valid
-    is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
-    is_rejected = j >= num_valid + num_padding_slots
-    source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_input_tokens - 1)
-    input_id = tl.load(target_token_ids_ptr + source, mask=written & is_input & (source >= 0),
-                       other=0).to(tl.int64)
-    next_token = tl.load(next_token_ids_ptr + req, mask=written & is_bonus, other=0).to(tl.int64)
-    token = tl.where(is_input, input_id,
-                     tl.where(is_bonus, next_token,
-                              tl.where(is_masked, parallel_drafting_token_id, padding_token_id)))
-    first_position = tl.load(
-        target_positions_ptr + query_start,
-        mask=written & (query_start >= 0) & (query_start < num_input_tokens), other=0,
-    ).to(tl.int64)
-    position = tl.where(is_rejected, 0, first_position + j)
-    tl.store(out_input_ids_ptr + out, token, mask=written)
-    tl.store(out_positions_ptr + out, position, mask=written)
-    tl.store(out_rejected_ptr + out, is_rejected, mask=written)
-    tl.store(out_masked_ptr + out, is_masked, mask=written)
-    tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
-             mask=written & (j >= num_valid) & (j < num_valid + num_padding_slots))
-    if SHIFT:
-        hidden = query_start + j
-        tl.store(out_hidden_state_mapping_ptr + hidden, out,
-                 mask=written & (j < query_next - query_start) & (hidden >= 0)
-                 & (hidden < num_input_tokens))
+    for chunk_start in range(tl.program_id(1).to(tl.int64) * BLOCK, total,
+                             tl.num_programs(1).to(tl.int64) * BLOCK):
+        j = chunk_start + tl.arange(0, BLOCK)
+        out = out_start + j
+        written = (j < total) & (out >= 0) & (out < num_outputs)
+        is_input = j < num_valid
+        is_bonus = j == num_valid
+        is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
+        is_rejected = j >= num_valid + num_padding_slots
+        source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_input_tokens - 1)
+        input_id = tl.load(target_token_ids_ptr + source,
+                           mask=written & is_input & (source >= 0), other=0).to(tl.int64)
+        token = tl.where(is_input, input_id,
+                         tl.where(is_bonus, next_token,
+                                  tl.where(is_masked, parallel_drafting_token_id,
+                                           padding_token_id)))
+        tl.store(out_input_ids_ptr + out, token, mask=written)
+        tl.store(out_positions_ptr + out, tl.where(is_rejected, 0, first_position + j),
+                 mask=written)
+        tl.store(out_rejected_ptr + out, is_rejected, mask=written)
+        tl.store(out_masked_ptr + out, is_masked, mask=written)
+        tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
+                 mask=written & (j >= num_valid) & (j < num_valid + num_padding_slots))
+        if SHIFT:
+            hidden = query_start + j
+            tl.store(out_hidden_state_mapping_ptr + hidden, out,
+                     mask=written & (j < query_next - query_start) & (hidden >= 0)
+                     & (hidden < num_input_tokens))
 
 
 @spec_kernel
@@ -82,31 +90,36 @@ def _compute_new_slot_mapping_kernel(
     rejected_ptr,                # [T] bool
     out_slot_mapping_ptr,        # [T] out
     num_reqs: tl.int64, num_entries: tl.int64, block_table_row_stride: tl.int64,
-    num_block_cols: tl.int64, block_size: tl.int64, num_new_tokens: tl.int64,
-    max_model_len: tl.int64, search_steps: tl.int64,
-    BLOCK: tl.constexpr,
+    num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    entry = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = entry < num_entries
-    first_start = tl.load(query_start_loc_ptr + tl.zeros_like(entry), mask=in_range,
-                          other=0).to(tl.int64)
-    req = find_request(query_start_loc_ptr, entry, in_range, num_reqs, num_new_tokens,
-                       first_start, search_steps)
-    lane = in_range & (req < num_reqs)
-    query_start = tl.load(query_start_loc_ptr + req, mask=lane, other=0).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=lane, other=0).to(tl.int64)
-    j = entry - (query_start - first_start + req * num_new_tokens)
-    owned = lane & (j >= 0) & (j < query_next - query_start + num_new_tokens)
-    position = tl.load(new_positions_ptr + entry, mask=owned, other=0).to(tl.int64)
-    rejected = tl.load(rejected_ptr + entry, mask=owned, other=1) != 0
-    keep = owned & ~rejected & (position < max_model_len)
-    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       tl.minimum(position, max_model_len - 1), block_size, keep)
-    tl.store(out_slot_mapping_ptr + entry, tl.where(keep, slot, -1), mask=in_range)
+    # Program row r < R: request r's entries. Row R: entries past the last request (none for
+    # valid inputs), which get -1 so the result never holds uninitialized memory.
+    pdl_prologue()
+    req = tl.program_id(0).to(tl.int64)
+    is_request = req < num_reqs
+    first_start = tl.load(query_start_loc_ptr).to(tl.int64)
+    query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    start = query_start - first_start + req * num_new_tokens
+    count = tl.where(is_request, query_next - query_start + num_new_tokens, num_entries - start)
+    num_kept = tl.where(is_request, count, 0)     # the tail row only writes -1
+
+    for chunk_start in range(tl.program_id(1).to(tl.int64) * BLOCK, count,
+                             tl.num_programs(1).to(tl.int64) * BLOCK):
+        j = chunk_start + tl.arange(0, BLOCK)
+        entry = start + j
+        owned = (j < count) & (entry >= 0) & (entry < num_entries)
+        position = tl.load(new_positions_ptr + entry, mask=owned, other=0).to(tl.int64)
+        rejected = tl.load(rejected_ptr + entry, mask=owned, other=1) != 0
+        keep = owned & ~rejected & (position < max_model_len) & (j < num_kept)
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           tl.minimum(position, max_model_len - 1), keep, BLOCK_SIZE)
+        tl.store(out_slot_mapping_ptr + entry, tl.where(keep, slot, -1), mask=owned)
 
 
-_copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel)
-_compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel)
+_copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel, NUM_WARPS)
+_compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel, NUM_WARPS)
 
 
 def launch_copy_and_expand_eagle_inputs(
@@ -117,16 +130,17 @@ def launch_copy_and_expand_eagle_inputs(
         num_outputs):
     num_reqs = next_token_ids.shape[0]
     _copy_and_expand_eagle_inputs(
-        target_token_ids.get_device(), triton.cdiv(num_outputs, BLOCK),
+        target_token_ids.get_device(), num_reqs,
         (target_token_ids.dtype, target_positions.dtype, next_token_ids.dtype,
          out_input_ids.dtype, out_positions.dtype, out_new_token_indices.dtype,
          out_hidden_state_mapping.dtype, query_start_loc.dtype, query_end_loc.dtype,
          shift_input_ids),
         (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,
          out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
-         out_hidden_state_mapping, query_start_loc, query_end_loc, num_reqs,
-         target_token_ids.shape[0], num_outputs, padding_token_id, parallel_drafting_token_id,
-         num_padding_slots_per_request, num_reqs.bit_length(), shift_input_ids, BLOCK))
+         out_hidden_state_mapping, query_start_loc, query_end_loc, target_token_ids.shape[0],
+         num_outputs, padding_token_id, parallel_drafting_token_id,
+         num_padding_slots_per_request, shift_input_ids, BLOCK),
+        grid_y=num_chunks(num_outputs, num_reqs))
 
 
 def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
@@ -135,8 +149,9 @@ def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
     num_reqs = query_start_loc.shape[0] - 1
     num_entries = new_positions.shape[0]
     _compute_new_slot_mapping(
-        new_positions.get_device(), triton.cdiv(num_entries, BLOCK),
-        (block_table.dtype, query_start_loc.dtype, new_positions.dtype),
+        new_positions.get_device(), num_reqs + 1,
+        (block_table.dtype, query_start_loc.dtype, new_positions.dtype, block_size),
         (block_table, query_start_loc, new_positions, is_rejected_token_mask, out_slot_mapping,
-         num_reqs, num_entries, block_table.stride(0), block_table.shape[1], block_size,
-         num_new_tokens, max_model_len, num_reqs.bit_length(), BLOCK))
+         num_reqs, num_entries, block_table.stride(0), block_table.shape[1], num_new_tokens,
+         max_model_len, block_size, BLOCK),
+        grid_y=num_chunks(num_entries, num_reqs))

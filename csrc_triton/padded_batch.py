@@ -7,28 +7,28 @@ cdiv(R, BLOCK_R) programs.
 import triton
 import triton.language as tl
 
-from ._launch import Launcher, spec_kernel
+from ._launch import Launcher, pdl_prologue, spec_kernel
 
 BLOCK_R = 128
 
 
 @triton.jit
 def _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
-                          rows, row_mask, vocab_size,
-                          NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr):
-    """SPEC 1.1 for a block of rows: (next token id, valid count), both int64."""
-    cols = tl.arange(0, BLOCK_COLS)
-    tile_mask = row_mask[:, None] & (cols < NUM_COLS)[None, :]
-    tokens = tl.load(sampled_ptr + rows[:, None] * sampled_row_stride + cols[None, :],
-                     mask=tile_mask, other=-1).to(tl.int64)
-    valid = tile_mask & (tokens >= 0) & (tokens < vocab_size)
-    count = tl.sum(valid.to(tl.int64), axis=1)
-    last_col = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
-    last_token = tl.sum(tl.where(cols[None, :] == last_col[:, None], tokens, 0), axis=1)
+                          rows, row_mask, vocab_size, NUM_COLS: tl.constexpr):
+    """SPEC 1.1 for a block of rows: (next token id, valid count), both int64.
+
+    One pass over the K + 1 columns in registers: the last valid column seen wins.
+    """
     discard = tl.load(discard_ptr + rows, mask=row_mask, other=0) != 0
-    backup = tl.load(backup_ptr + rows, mask=row_mask, other=0).to(tl.int64)
-    next_token = tl.where(discard | (last_col < 0), backup, last_token)
-    return next_token, tl.where(discard, 0, count)
+    next_token = tl.load(backup_ptr + rows, mask=row_mask, other=0).to(tl.int64)
+    count = tl.zeros_like(next_token)
+    for col in tl.static_range(NUM_COLS):
+        token = tl.load(sampled_ptr + rows * sampled_row_stride + col, mask=row_mask,
+                        other=-1).to(tl.int64)
+        valid = (token >= 0) & (token < vocab_size) & ~discard
+        count += valid.to(tl.int64)
+        next_token = tl.where(valid, token, next_token)
+    return next_token, count
 
 
 @triton.jit
@@ -50,13 +50,13 @@ def _next_token_kernel(
     next_token_ptr,         # [>= R] out
     valid_count_ptr,        # [>= R] out
     num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr, BLOCK: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
-                                              backup_ptr, rows, row_mask, vocab_size,
-                                              NUM_COLS, BLOCK_COLS)
+                                              backup_ptr, rows, row_mask, vocab_size, NUM_COLS)
     tl.store(next_token_ptr + rows, next_token, mask=row_mask)
     tl.store(valid_count_ptr + rows, count, mask=row_mask)
 
@@ -71,6 +71,7 @@ def _prepare_inputs_padded_kernel(
     num_reqs: tl.int64,
     BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     valid_count = tl.load(valid_count_ptr + rows, mask=row_mask, other=0).to(tl.int64)
@@ -85,13 +86,13 @@ def _prepare_padded_draft_inputs_kernel(
     sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
     next_token_ptr, valid_count_ptr, token_indices_ptr, num_rejected_ptr,
     num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_COLS: tl.constexpr, BLOCK: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
-                                              backup_ptr, rows, row_mask, vocab_size,
-                                              NUM_COLS, BLOCK_COLS)
+                                              backup_ptr, rows, row_mask, vocab_size, NUM_COLS)
     index, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, rows,
                                                  row_mask, count)
     tl.store(next_token_ptr + rows, next_token, mask=row_mask)
@@ -105,22 +106,16 @@ _prepare_inputs_padded = Launcher(_prepare_inputs_padded_kernel)
 _prepare_padded_draft_inputs = Launcher(_prepare_padded_draft_inputs_kernel)
 
 
-def _column_constexprs(sampled_token_ids):
-    num_cols = sampled_token_ids.shape[1]
-    return num_cols, triton.next_power_of_2(num_cols)
-
-
 def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
                       next_token_ids, valid_sampled_tokens_count, vocab_size):
-    num_reqs = sampled_token_ids.shape[0]
-    num_cols, block_cols = _column_constexprs(sampled_token_ids)
+    num_reqs, num_cols = sampled_token_ids.shape
     _next_token(
         sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids.dtype, backup_next_token_ids.dtype, next_token_ids.dtype,
          valid_sampled_tokens_count.dtype, num_cols),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
          valid_sampled_tokens_count, num_reqs, sampled_token_ids.stride(0), vocab_size,
-         num_cols, block_cols, BLOCK_R))
+         num_cols, BLOCK_R))
 
 
 def launch_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
@@ -139,8 +134,7 @@ def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                        query_start_loc, next_token_ids,
                                        valid_sampled_tokens_count, token_indices_to_sample,
                                        num_rejected_tokens, vocab_size):
-    num_reqs = sampled_token_ids.shape[0]
-    num_cols, block_cols = _column_constexprs(sampled_token_ids)
+    num_reqs, num_cols = sampled_token_ids.shape
     _prepare_padded_draft_inputs(
         sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids.dtype, backup_next_token_ids.dtype, cu_num_draft_tokens.dtype,
@@ -149,4 +143,4 @@ def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
          num_rejected_tokens, num_reqs, sampled_token_ids.stride(0), vocab_size,
-         num_cols, block_cols, BLOCK_R))
+         num_cols, BLOCK_R))

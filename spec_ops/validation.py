@@ -11,63 +11,63 @@ import torch
 from ._triton import UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS
 
 INDEX_DTYPES = (torch.int32, torch.int64)
-MASK_DTYPES = (torch.bool,)
+MASK_DTYPES = (torch.bool, torch.bool)
 _DTYPE_NAMES = {INDEX_DTYPES: "int32 or int64", MASK_DTYPES: "bool"}
+EXACT, AT_LEAST = True, False
+
+# These run on every eager call, so each tensor costs one call that reads dtype, shape,
+# contiguity and device once each (positional arguments, identity comparisons): the eager
+# overhead of an op is a measured target.
 
 
-def _dtype(op, name, t, dtypes):
-    if t.dtype not in dtypes:
-        raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {t.dtype}")
-
-
-def vector(op, name, t, min_len=0, what="", dtypes=INDEX_DTYPES):
-    """A 1-D tensor of ``dtypes`` with unit stride and at least ``min_len`` entries."""
-    _dtype(op, name, t, dtypes)
-    if t.dim() != 1:
-        raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(t.shape)}")
-    length = t.shape[0]
-    if length > 1 and t.stride(0) != 1:
+def vector(op, name, t, device, length, what, exact=AT_LEAST, dtypes=INDEX_DTYPES):
+    """A 1-D tensor of ``dtypes`` on ``device`` with unit stride and ``length`` entries
+    (at least ``length`` unless ``exact``); returns its length."""
+    dtype = t.dtype
+    if dtype is not dtypes[0] and dtype is not dtypes[1]:
+        raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
+    shape = t.shape
+    if len(shape) != 1:
+        raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(shape)}")
+    size = shape[0]
+    if size > 1 and not t.is_contiguous():
         raise ValueError(f"spec_ops.{op}: {name} must have unit stride, got stride {t.stride(0)}")
-    if length < min_len:
-        raise ValueError(
-            f"spec_ops.{op}: {name} needs at least {min_len} entries ({what}), got {length}")
-    return length
+    if size < length or (exact and size != length):
+        raise ValueError(f"spec_ops.{op}: {name} must have {'' if exact else 'at least '}"
+                         f"{what} = {length} entries, got {size}")
+    if t.device != device:
+        _device_error(op, name, t, device)
+    return size
 
 
-def exact_vector(op, name, t, length, what, dtypes=INDEX_DTYPES):
-    """A 1-D tensor of exactly ``length`` entries."""
-    if vector(op, name, t, 0, "", dtypes) != length:
+def matrix(op, name, t, device, min_rows, min_cols, what):
+    """A 2-D int tensor on ``device``, unit stride along the last dim, rows not overlapping,
+    at least [min_rows, min_cols]; returns its shape."""
+    dtype = t.dtype
+    if dtype is not torch.int32 and dtype is not torch.int64:
+        raise TypeError(f"spec_ops.{op}: {name} must be int32 or int64, got {dtype}")
+    shape = t.shape
+    if len(shape) != 2:
+        raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(shape)}")
+    rows, cols = shape
+    row_stride, col_stride = t.stride()
+    if cols > 1 and col_stride != 1:
+        raise ValueError(f"spec_ops.{op}: {name} must have unit stride along its last dim, "
+                         f"got strides {(row_stride, col_stride)}")
+    if rows > 1 and row_stride < cols:
         raise ValueError(
-            f"spec_ops.{op}: {name} must have {what} = {length} entries, got {t.shape[0]}")
-
-
-def matrix(op, name, t, min_rows=0, min_cols=0, what="", dtypes=INDEX_DTYPES):
-    """A 2-D tensor, unit stride along the last dim, rows not overlapping; returns its shape."""
-    _dtype(op, name, t, dtypes)
-    if t.dim() != 2:
-        raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
-    rows, cols = t.shape
-    if cols > 1 and t.stride(1) != 1:
-        raise ValueError(
-            f"spec_ops.{op}: {name} must have unit stride along its last dim, "
-            f"got strides {t.stride()}")
-    if rows > 1 and t.stride(0) < cols:
-        raise ValueError(
-            f"spec_ops.{op}: {name} rows overlap: row stride {t.stride(0)} < {cols} columns")
+            f"spec_ops.{op}: {name} rows overlap: row stride {row_stride} < {cols} columns")
     if rows < min_rows or cols < min_cols:
-        raise ValueError(
-            f"spec_ops.{op}: {name} must be at least [{min_rows}, {min_cols}] ({what}), "
-            f"got {list(t.shape)}")
+        raise ValueError(f"spec_ops.{op}: {name} must be at least [{min_rows}, {min_cols}] "
+                         f"({what}), got {list(shape)}")
+    if t.device != device:
+        _device_error(op, name, t, device)
     return rows, cols
 
 
-def same_device(op, names, tensors):
-    device = tensors[0].get_device()
-    for name, t in zip(names, tensors):
-        if t.get_device() != device:
-            raise ValueError(
-                f"spec_ops.{op}: all tensors must be on one device; {names[0]} is on "
-                f"{tensors[0].device} but {name} is on {t.device}")
+def _device_error(op, name, t, device):
+    raise ValueError(f"spec_ops.{op}: all tensors must be on one device; expected {name} on "
+                     f"{device} (the first tensor's), got {t.device}")
 
 
 def at_least(op, name, value, minimum):
@@ -77,54 +77,51 @@ def at_least(op, name, value, minimum):
 
 # --- one check per op ----------------------------------------------------------------------
 
-_NEXT_TOKEN_NAMES = ("sampled_token_ids", "discard_request_mask", "backup_next_token_ids",
-                     "next_token_ids", "valid_sampled_tokens_count")
-
-
 def _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
                            next_token_ids, valid_sampled_tokens_count, vocab_size):
-    num_reqs, _ = matrix(op, "sampled_token_ids", sampled_token_ids, 0, 1,
+    """SPEC 1.1's arguments; returns (num_reqs, device)."""
+    device = sampled_token_ids.device
+    num_reqs, _ = matrix(op, "sampled_token_ids", sampled_token_ids, device, 0, 1,
                          "num_reqs, K + 1 >= 1")
-    exact_vector(op, "discard_request_mask", discard_request_mask, num_reqs, "num_reqs",
-                 MASK_DTYPES)
-    exact_vector(op, "backup_next_token_ids", backup_next_token_ids, num_reqs, "num_reqs")
-    vector(op, "next_token_ids", next_token_ids, num_reqs, "num_reqs")
-    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, num_reqs, "num_reqs")
+    vector(op, "discard_request_mask", discard_request_mask, device, num_reqs, "num_reqs",
+           EXACT, MASK_DTYPES)
+    vector(op, "backup_next_token_ids", backup_next_token_ids, device, num_reqs, "num_reqs",
+           EXACT)
+    vector(op, "next_token_ids", next_token_ids, device, num_reqs, "num_reqs")
+    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
+           "num_reqs")
     at_least(op, "vocab_size", vocab_size, 1)
-    return num_reqs
+    return num_reqs, device
+
+
+def _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
+                               query_start_loc, token_indices_to_sample, num_rejected_tokens):
+    """SPEC 1.2's arguments after cu_num_draft_tokens."""
+    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
+           "num_reqs")
+    vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
+    vector(op, "token_indices_to_sample", token_indices_to_sample, device, num_reqs,
+           "num_reqs")
+    vector(op, "num_rejected_tokens", num_rejected_tokens, device, num_reqs, "num_reqs")
 
 
 def check_eagle_prepare_next_token_padded(sampled_token_ids, discard_request_mask,
                                           backup_next_token_ids, next_token_ids,
                                           valid_sampled_tokens_count, vocab_size):
-    op = "eagle_prepare_next_token_padded"
-    _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                           next_token_ids, valid_sampled_tokens_count, vocab_size)
-    same_device(op, _NEXT_TOKEN_NAMES, (sampled_token_ids, discard_request_mask,
-                                        backup_next_token_ids, next_token_ids,
-                                        valid_sampled_tokens_count))
+    _check_next_token_args("eagle_prepare_next_token_padded", sampled_token_ids,
+                           discard_request_mask, backup_next_token_ids, next_token_ids,
+                           valid_sampled_tokens_count, vocab_size)
     return ()
-
-
-def _check_prepare_inputs_args(op, num_reqs, valid_sampled_tokens_count, query_start_loc,
-                               token_indices_to_sample, num_rejected_tokens):
-    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, num_reqs, "num_reqs")
-    exact_vector(op, "query_start_loc", query_start_loc, num_reqs + 1, "num_reqs + 1")
-    vector(op, "token_indices_to_sample", token_indices_to_sample, num_reqs, "num_reqs")
-    vector(op, "num_rejected_tokens", num_rejected_tokens, num_reqs, "num_reqs")
 
 
 def check_eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                       query_start_loc, token_indices_to_sample,
                                       num_rejected_tokens):
     op = "eagle_prepare_inputs_padded"
-    num_reqs = vector(op, "cu_num_draft_tokens", cu_num_draft_tokens)
-    _check_prepare_inputs_args(op, num_reqs, valid_sampled_tokens_count, query_start_loc,
-                               token_indices_to_sample, num_rejected_tokens)
-    same_device(op, ("cu_num_draft_tokens", "valid_sampled_tokens_count", "query_start_loc",
-                     "token_indices_to_sample", "num_rejected_tokens"),
-                (cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
-                 token_indices_to_sample, num_rejected_tokens))
+    device = cu_num_draft_tokens.device
+    num_reqs = vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, 0, "")
+    _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
+                               query_start_loc, token_indices_to_sample, num_rejected_tokens)
     return ()
 
 
@@ -134,17 +131,12 @@ def check_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                       valid_sampled_tokens_count, token_indices_to_sample,
                                       num_rejected_tokens, vocab_size):
     op = "prepare_padded_draft_inputs"
-    num_reqs = _check_next_token_args(op, sampled_token_ids, discard_request_mask,
-                                      backup_next_token_ids, next_token_ids,
-                                      valid_sampled_tokens_count, vocab_size)
-    exact_vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, num_reqs, "num_reqs")
-    _check_prepare_inputs_args(op, num_reqs, valid_sampled_tokens_count, query_start_loc,
-                               token_indices_to_sample, num_rejected_tokens)
-    same_device(op, _NEXT_TOKEN_NAMES + ("cu_num_draft_tokens", "query_start_loc",
-                                         "token_indices_to_sample", "num_rejected_tokens"),
-                (sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                 next_token_ids, valid_sampled_tokens_count, cu_num_draft_tokens,
-                 query_start_loc, token_indices_to_sample, num_rejected_tokens))
+    num_reqs, device = _check_next_token_args(
+        op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
+        valid_sampled_tokens_count, vocab_size)
+    vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
+    _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
+                               query_start_loc, token_indices_to_sample, num_rejected_tokens)
     return ()
 
 
@@ -164,33 +156,26 @@ def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_
     """Extra: the number of outputs the op writes at most."""
     op = "copy_and_expand_eagle_inputs"
     at_least(op, "num_padding_slots_per_request", num_padding_slots_per_request, 1)
-    num_input_tokens = vector(op, "target_token_ids", target_token_ids)
-    exact_vector(op, "target_positions", target_positions, num_input_tokens,
-                 "target_token_ids.shape[0]")
-    num_reqs = vector(op, "next_token_ids", next_token_ids)
-    num_outputs = expanded_num_outputs(num_input_tokens, num_reqs,
-                                       num_padding_slots_per_request, shift_input_ids)
-    outputs_what = ("T_in + num_reqs * (S - 1)" if shift_input_ids else "T_in + num_reqs * S")
-    vector(op, "out_input_ids", out_input_ids, num_outputs, outputs_what)
-    vector(op, "out_positions", out_positions, num_outputs, outputs_what)
-    vector(op, "out_is_rejected_token_mask", out_is_rejected_token_mask, num_outputs,
-           outputs_what, MASK_DTYPES)
-    vector(op, "out_is_masked_token_mask", out_is_masked_token_mask, num_outputs,
-           outputs_what, MASK_DTYPES)
-    vector(op, "out_new_token_indices", out_new_token_indices,
+    device = target_token_ids.device
+    num_input = vector(op, "target_token_ids", target_token_ids, device, 0, "")
+    vector(op, "target_positions", target_positions, device, num_input,
+           "target_token_ids.shape[0]", EXACT)
+    num_reqs = vector(op, "next_token_ids", next_token_ids, device, 0, "")
+    num_outputs = expanded_num_outputs(num_input, num_reqs, num_padding_slots_per_request,
+                                       shift_input_ids)
+    outputs = "T_in + num_reqs * (S - 1)" if shift_input_ids else "T_in + num_reqs * S"
+    vector(op, "out_input_ids", out_input_ids, device, num_outputs, outputs)
+    vector(op, "out_positions", out_positions, device, num_outputs, outputs)
+    vector(op, "out_is_rejected_token_mask", out_is_rejected_token_mask, device, num_outputs,
+           outputs, AT_LEAST, MASK_DTYPES)
+    vector(op, "out_is_masked_token_mask", out_is_masked_token_mask, device, num_outputs,
+           outputs, AT_LEAST, MASK_DTYPES)
+    vector(op, "out_new_token_indices", out_new_token_indices, device,
            num_reqs * num_padding_slots_per_request, "num_reqs * S")
-    vector(op, "out_hidden_state_mapping", out_hidden_state_mapping,
-           num_input_tokens if shift_input_ids else 0, "T_in, with shift_input_ids")
-    exact_vector(op, "query_start_loc", query_start_loc, num_reqs + 1, "num_reqs + 1")
-    exact_vector(op, "query_end_loc", query_end_loc, num_reqs, "num_reqs")
-    same_device(op, ("target_token_ids", "target_positions", "next_token_ids", "out_input_ids",
-                     "out_positions", "out_is_rejected_token_mask", "out_is_masked_token_mask",
-                     "out_new_token_indices", "out_hidden_state_mapping", "query_start_loc",
-                     "query_end_loc"),
-                (target_token_ids, target_positions, next_token_ids, out_input_ids,
-                 out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                 out_new_token_indices, out_hidden_state_mapping, query_start_loc,
-                 query_end_loc))
+    vector(op, "out_hidden_state_mapping", out_hidden_state_mapping, device,
+           num_input if shift_input_ids else 0, "T_in (with shift_input_ids)")
+    vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
+    vector(op, "query_end_loc", query_end_loc, device, num_reqs, "num_reqs", EXACT)
     return (num_outputs,)
 
 
@@ -208,33 +193,24 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
             f"spec_ops.{op}: num_speculative_tokens must be >= num_query_per_req - 1 = "
             f"{num_query_per_req - 1} (query q >= 1 of request r writes token index "
             f"r * num_speculative_tokens + q - 1), got {num_speculative_tokens}")
-    num_reqs = vector(op, "query_start_loc", query_start_loc, 1, "num_reqs + 1") - 1
-    num_context = vector(op, "target_positions", target_positions)
+    device = next_token_ids.device
+    num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
+    num_context = vector(op, "target_positions", target_positions, device, 0, "")
     num_queries = num_reqs * num_query_per_req
-    vector(op, "next_token_ids", next_token_ids, num_reqs, "num_reqs")
-    vector(op, "out_input_ids", out_input_ids, num_queries, "num_reqs * num_query_per_req")
-    vector(op, "out_context_positions", out_context_positions, num_context,
+    queries = "num_reqs * num_query_per_req"
+    vector(op, "next_token_ids", next_token_ids, device, num_reqs, "num_reqs")
+    vector(op, "out_input_ids", out_input_ids, device, num_queries, queries)
+    vector(op, "out_context_positions", out_context_positions, device, num_context,
            "target_positions.shape[0]")
-    vector(op, "out_query_positions", out_query_positions, num_queries,
-           "num_reqs * num_query_per_req")
-    vector(op, "out_context_slot_mapping", out_context_slot_mapping, num_context,
+    vector(op, "out_query_positions", out_query_positions, device, num_queries, queries)
+    vector(op, "out_context_slot_mapping", out_context_slot_mapping, device, num_context,
            "target_positions.shape[0]")
-    vector(op, "out_query_slot_mapping", out_query_slot_mapping, num_queries,
-           "num_reqs * num_query_per_req")
-    vector(op, "out_token_indices", out_token_indices, num_reqs * num_speculative_tokens,
-           "num_reqs * num_speculative_tokens")
-    matrix(op, "block_table", block_table, num_reqs, 1, "num_reqs, >= 1 block")
-    names = ["next_token_ids", "target_positions", "out_input_ids", "out_context_positions",
-             "out_query_positions", "out_context_slot_mapping", "out_query_slot_mapping",
-             "out_token_indices", "block_table", "query_start_loc"]
-    tensors = [next_token_ids, target_positions, out_input_ids, out_context_positions,
-               out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
-               out_token_indices, block_table, query_start_loc]
+    vector(op, "out_query_slot_mapping", out_query_slot_mapping, device, num_queries, queries)
+    vector(op, "out_token_indices", out_token_indices, device,
+           num_reqs * num_speculative_tokens, "num_reqs * num_speculative_tokens")
+    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
     if num_rejected_tokens is not None:
-        vector(op, "num_rejected_tokens", num_rejected_tokens, num_reqs, "num_reqs")
-        names.append("num_rejected_tokens")
-        tensors.append(num_rejected_tokens)
-    same_device(op, names, tensors)
+        vector(op, "num_rejected_tokens", num_rejected_tokens, device, num_reqs, "num_reqs")
     return ()
 
 
@@ -245,15 +221,16 @@ def padded_rows(positions, input_batch_size):
 
 def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model_len,
                      input_batch_size):
-    """Returns the number of padded rows (input_batch_size with its default applied)."""
+    """Returns (num_reqs, padded rows, device)."""
     at_least(op, "block_size", block_size, 1)
     at_least(op, "max_model_len", max_model_len, 1)
-    num_reqs = vector(op, "positions", positions)
-    input_batch_size = padded_rows(positions, input_batch_size)
-    at_least(op, "input_batch_size", input_batch_size, num_reqs)
-    matrix(op, "block_table", block_table, num_reqs, 1, "num_reqs, >= 1 block")
-    vector(op, "seq_lens", seq_lens, num_reqs, "num_reqs")
-    return input_batch_size
+    device = positions.device
+    num_reqs = vector(op, "positions", positions, device, 0, "")
+    padded = padded_rows(positions, input_batch_size)
+    at_least(op, "input_batch_size", padded, num_reqs)
+    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
+    vector(op, "seq_lens", seq_lens, device, num_reqs, "num_reqs")
+    return num_reqs, padded, device
 
 
 def check_eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens,
@@ -261,14 +238,10 @@ def check_eagle_step_update_slot_mapping_and_metadata(positions, block_table, se
                                                       out_clamped_positions, out_slot_mapping,
                                                       input_batch_size=None):
     op = "eagle_step_update_slot_mapping_and_metadata"
-    input_batch_size = _check_step_args(op, positions, block_table, seq_lens, block_size,
-                                        max_model_len, input_batch_size)
-    num_reqs = positions.shape[0]
-    vector(op, "out_clamped_positions", out_clamped_positions, num_reqs, "num_reqs")
-    vector(op, "out_slot_mapping", out_slot_mapping, input_batch_size, "input_batch_size")
-    same_device(op, ("positions", "block_table", "seq_lens", "out_clamped_positions",
-                     "out_slot_mapping"),
-                (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping))
+    num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
+                                                block_size, max_model_len, input_batch_size)
+    vector(op, "out_clamped_positions", out_clamped_positions, device, num_reqs, "num_reqs")
+    vector(op, "out_slot_mapping", out_slot_mapping, device, padded, "input_batch_size")
     return ()
 
 
@@ -277,17 +250,13 @@ def check_eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_
                                         out_slot_mapping, out_seq_lens, input_batch_size=None):
     op = "eagle_multi_step_slot_mapping"
     at_least(op, "num_steps", num_steps, 0)
-    input_batch_size = _check_step_args(op, positions, block_table, seq_lens, block_size,
-                                        max_model_len, input_batch_size)
-    num_reqs = positions.shape[0]
-    matrix(op, "out_positions", out_positions, num_steps, num_reqs, "num_steps, num_reqs")
-    matrix(op, "out_slot_mapping", out_slot_mapping, num_steps, input_batch_size,
+    num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
+                                                block_size, max_model_len, input_batch_size)
+    matrix(op, "out_positions", out_positions, device, num_steps, num_reqs,
+           "num_steps, num_reqs")
+    matrix(op, "out_slot_mapping", out_slot_mapping, device, num_steps, padded,
            "num_steps, input_batch_size")
-    matrix(op, "out_seq_lens", out_seq_lens, num_steps, num_reqs, "num_steps, num_reqs")
-    same_device(op, ("positions", "block_table", "seq_lens", "out_positions",
-                     "out_slot_mapping", "out_seq_lens"),
-                (positions, block_table, seq_lens, out_positions, out_slot_mapping,
-                 out_seq_lens))
+    matrix(op, "out_seq_lens", out_seq_lens, device, num_steps, num_reqs, "num_steps, num_reqs")
     return ()
 
 
@@ -297,24 +266,20 @@ def check_update_num_computed_tokens_for_batch_change(num_computed_tokens, num_a
                                                       cpu_num_computed_tokens):
     """Extra: how many previous-batch rows a prev_positions entry may point at."""
     op = "update_num_computed_tokens_for_batch_change"
-    num_rows = vector(op, "prev_positions", prev_positions)
+    device = num_computed_tokens.device
+    num_rows = vector(op, "prev_positions", prev_positions, device, 0, "")
     if num_rows > UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS:
         raise ValueError(
             f"spec_ops.{op}: prev_positions has {num_rows} rows; at most "
             f"{UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS} are supported (one program reads all rows "
             f"before writing any)")
-    num_computed = vector(op, "num_computed_tokens", num_computed_tokens, num_rows,
-                          "prev_positions.shape[0]")
-    vector(op, "num_accepted_tokens", num_accepted_tokens, num_rows, "prev_positions.shape[0]")
-    num_valid = vector(op, "valid_sampled_token_count", valid_sampled_token_count)
-    num_prev_drafts = vector(op, "prev_num_draft_tokens", prev_num_draft_tokens)
-    vector(op, "cpu_num_computed_tokens", cpu_num_computed_tokens, num_rows,
-           "prev_positions.shape[0]")
-    same_device(op, ("num_computed_tokens", "num_accepted_tokens", "prev_positions",
-                     "valid_sampled_token_count", "prev_num_draft_tokens",
-                     "cpu_num_computed_tokens"),
-                (num_computed_tokens, num_accepted_tokens, prev_positions,
-                 valid_sampled_token_count, prev_num_draft_tokens, cpu_num_computed_tokens))
+    rows = "prev_positions.shape[0]"
+    num_computed = vector(op, "num_computed_tokens", num_computed_tokens, device, num_rows, rows)
+    vector(op, "num_accepted_tokens", num_accepted_tokens, device, num_rows, rows)
+    num_valid = vector(op, "valid_sampled_token_count", valid_sampled_token_count, device, 0,
+                       "")
+    num_prev_drafts = vector(op, "prev_num_draft_tokens", prev_num_draft_tokens, device, 0, "")
+    vector(op, "cpu_num_computed_tokens", cpu_num_computed_tokens, device, num_rows, rows)
     return (min(num_valid, num_computed, num_prev_drafts),)
 
 
@@ -330,12 +295,10 @@ def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
     at_least(op, "block_size", block_size, 1)
     at_least(op, "num_new_tokens", num_new_tokens, 0)
     at_least(op, "max_model_len", max_model_len, 1)
-    num_reqs = vector(op, "query_start_loc", query_start_loc, 1, "num_reqs + 1") - 1
-    num_entries = vector(op, "new_positions", new_positions)
-    exact_vector(op, "is_rejected_token_mask", is_rejected_token_mask, num_entries,
-                 "new_positions.shape[0]", MASK_DTYPES)
-    matrix(op, "block_table", block_table, num_reqs, 1, "num_reqs, >= 1 block")
-    same_device(op, ("block_table", "query_start_loc", "new_positions",
-                     "is_rejected_token_mask"),
-                (block_table, query_start_loc, new_positions, is_rejected_token_mask))
+    device = block_table.device
+    num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
+    num_entries = vector(op, "new_positions", new_positions, device, 0, "")
+    vector(op, "is_rejected_token_mask", is_rejected_token_mask, device, num_entries,
+           "new_positions.shape[0]", EXACT, MASK_DTYPES)
+    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
     return ()
