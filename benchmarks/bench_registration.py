@@ -82,7 +82,7 @@ def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens:
         positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
         out_slot_mapping)
     num_reqs = positions.shape[0]
-    grid = (triton.cdiv(num_reqs, draft_step.BLOCK_R),)
+    grid = (-(-num_reqs // draft_step.BLOCK_R),)
     torch.library.wrap_triton(draft_step._step_kernel)[grid](
         positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
         num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,

@@ -13,3 +13,16 @@ from .padded_batch import (
     launch_prepare_inputs_padded,
     launch_prepare_padded_draft_inputs,
 )
+
+__all__ = [
+    "UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS",
+    "launch_compute_new_slot_mapping",
+    "launch_copy_and_expand_dflash_inputs",
+    "launch_copy_and_expand_eagle_inputs",
+    "launch_multi_step",
+    "launch_next_token",
+    "launch_prepare_inputs_padded",
+    "launch_prepare_padded_draft_inputs",
+    "launch_step",
+    "launch_update_num_computed_tokens",
+]

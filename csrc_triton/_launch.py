@@ -26,6 +26,16 @@ USE_PDL = tl.constexpr(not INTERPRET and torch.cuda.is_available()
                        and torch.cuda.get_device_capability()[0] >= 9)
 
 
+def cdiv(numerator, denominator):
+    """Ceiling division of ints (triton.cdiv is a constexpr function: microseconds per call)."""
+    return -(-numerator // denominator)
+
+
+def next_power_of_2(n):
+    """1 for n <= 0, else the smallest power of two >= n (exact for any int)."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
 @triton.jit
 def pdl_prologue():
     if USE_PDL:

@@ -2,13 +2,13 @@
 
 Row i reads num_computed_tokens[prev_positions[i]], which another row may write, and the
 contract is "all reads before any write". That needs a barrier, so the whole batch runs in
-one program: load everything, barrier, store.
+one program: load everything, barrier, store. The loads take two dependent round trips
+(prev_positions, then the gathers at it, all masked only by prev_positions).
 """
 
-import triton
 import triton.language as tl
 
-from ._launch import Launcher, pdl_prologue, spec_kernel
+from ._launch import Launcher, next_power_of_2, pdl_prologue, spec_kernel
 
 MAX_ROWS = 16384
 
@@ -28,13 +28,12 @@ def _update_num_computed_tokens_kernel(
     rows = tl.arange(0, BLOCK).to(tl.int64)
     row_mask = rows < num_rows
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
+    cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask, other=0).to(tl.int64)
     known = row_mask & (prev >= 0) & (prev < num_prev_rows)
     prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
+    accepted = tl.load(valid_count_ptr + prev, mask=known, other=0).to(tl.int64)
+    prev_computed = tl.load(num_computed_ptr + prev, mask=known, other=0).to(tl.int64)
     participates = known & (prev_drafts > 0)
-    accepted = tl.load(valid_count_ptr + prev, mask=participates, other=0).to(tl.int64)
-    prev_computed = tl.load(num_computed_ptr + prev, mask=participates, other=0).to(tl.int64)
-    cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask & ~participates,
-                           other=0).to(tl.int64)
     computed = tl.where(participates, prev_computed + accepted, cpu_computed)
     tl.debug_barrier()
     tl.store(num_computed_ptr + rows, computed, mask=row_mask)
@@ -48,7 +47,7 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
                                       valid_sampled_token_count, prev_num_draft_tokens,
                                       cpu_num_computed_tokens, num_prev_rows):
     num_rows = prev_positions.shape[0]
-    block = max(triton.next_power_of_2(num_rows), 128)
+    block = max(next_power_of_2(num_rows), 128)
     _update_num_computed_tokens(
         prev_positions.get_device(), 1,
         (num_computed_tokens.dtype, num_accepted_tokens.dtype, prev_positions.dtype,
@@ -56,4 +55,4 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
          cpu_num_computed_tokens.dtype, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, num_rows, num_prev_rows, block),
-        num_warps=min(max(block // 64, 4), 16))
+        num_warps=min(max(block // 32, 4), 32))

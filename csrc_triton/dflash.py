@@ -4,11 +4,10 @@ The grid is (requests, chunks): program (r, c) writes chunks c, c + C, ... of re
 context tokens, and program (r, 0) also writes request r's Q query tokens.
 """
 
-import triton
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, pdl_prologue, spec_kernel
+from ._launch import Launcher, next_power_of_2, pdl_prologue, spec_kernel
 from .expand import BLOCK, NUM_WARPS, num_chunks
 
 
@@ -82,7 +81,7 @@ def launch_copy_and_expand_dflash_inputs(
     num_context = target_positions.shape[0]
     has_rejected = num_rejected_tokens is not None
     rejected = num_rejected_tokens if has_rejected else query_start_loc
-    block_q = triton.next_power_of_2(num_query_per_req)
+    block_q = next_power_of_2(num_query_per_req)
     _copy_and_expand_dflash_inputs(
         target_positions.get_device(), num_reqs,
         (next_token_ids.dtype, target_positions.dtype, out_input_ids.dtype,

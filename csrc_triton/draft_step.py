@@ -1,15 +1,16 @@
 """Autoregressive draft steps: SPEC 1.5 (one step) and 5.2 (all steps in one launch).
 
 Positions and sequence lengths advance the same way whatever token is drafted, so a step is a
-pure function of (position, seq_len); 5.2 applies it NUM_STEPS times in registers, unrolled, so
-the block-table loads of all steps are in flight together.
+pure function of (position, seq_len). 5.2 runs one program per (block of rows, step): program
+(b, s) applies the step s + 1 times in registers and writes row s, so every step's block-table
+gather is one round trip, all in parallel.
 """
 
 import triton
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, pdl_prologue, spec_kernel
+from ._launch import Launcher, cdiv, pdl_prologue, spec_kernel
 
 BLOCK_R = 128
 
@@ -60,23 +61,24 @@ def _multi_step_kernel(
     num_reqs: tl.int64, input_batch_size: tl.int64, block_table_row_stride: tl.int64,
     num_block_cols: tl.int64, max_model_len: tl.int64, out_positions_row_stride: tl.int64,
     out_slot_mapping_row_stride: tl.int64, out_seq_lens_row_stride: tl.int64,
-    BLOCK_SIZE: tl.constexpr, NUM_STEPS: tl.constexpr, BLOCK: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
 ):
     pdl_prologue()
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    step = tl.program_id(1).to(tl.int64)
     real = rows < num_reqs
-    padded = rows < input_batch_size
     position = tl.load(positions_ptr + rows, mask=real, other=0).to(tl.int64)
     seq_len = tl.load(seq_lens_ptr + rows, mask=real, other=0).to(tl.int64)
-    for step in tl.static_range(NUM_STEPS):
+    over = tl.zeros_like(rows) != 0
+    for _ in range(step + 1):
         position, over, seq_len = _advance(position, seq_len, max_model_len)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows,
-                           position, real & ~over, BLOCK_SIZE)
-        slot = tl.where(real & ~over, slot, -1)
-        tl.store(out_positions_ptr + step * out_positions_row_stride + rows, position, mask=real)
-        tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + rows, seq_len, mask=real)
-        tl.store(out_slot_mapping_ptr + step * out_slot_mapping_row_stride + rows, slot,
-                 mask=padded)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows, position,
+                       real & ~over, BLOCK_SIZE)
+    slot = tl.where(real & ~over, slot, -1)
+    tl.store(out_positions_ptr + step * out_positions_row_stride + rows, position, mask=real)
+    tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + rows, seq_len, mask=real)
+    tl.store(out_slot_mapping_ptr + step * out_slot_mapping_row_stride + rows, slot,
+             mask=rows < input_batch_size)
 
 
 _step = Launcher(_step_kernel)
@@ -86,7 +88,7 @@ _multi_step = Launcher(_multi_step_kernel)
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping, input_batch_size):
     _step(
-        positions.get_device(), triton.cdiv(input_batch_size, BLOCK_R),
+        positions.get_device(), cdiv(input_batch_size, BLOCK_R),
         (positions.dtype, block_table.dtype, seq_lens.dtype, out_clamped_positions.dtype,
          out_slot_mapping.dtype, block_size),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
@@ -97,10 +99,11 @@ def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
     _multi_step(
-        positions.get_device(), triton.cdiv(input_batch_size, BLOCK_R),
+        positions.get_device(), cdiv(input_batch_size, BLOCK_R),
         (positions.dtype, block_table.dtype, seq_lens.dtype, out_positions.dtype,
-         out_slot_mapping.dtype, out_seq_lens.dtype, block_size, num_steps),
+         out_slot_mapping.dtype, out_seq_lens.dtype, block_size),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
          positions.shape[0], input_batch_size, block_table.stride(0), block_table.shape[1],
          max_model_len, out_positions.stride(0), out_slot_mapping.stride(0),
-         out_seq_lens.stride(0), block_size, num_steps, BLOCK_R))
+         out_seq_lens.stride(0), block_size, BLOCK_R),
+        grid_y=num_steps)

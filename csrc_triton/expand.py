@@ -5,11 +5,10 @@ r's outputs. C comes from shapes (about the mean request length over BLOCK), so 
 1024 decodes runs 1024 one-chunk programs and 8 long prefills are split into many.
 """
 
-import triton
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, pdl_prologue, spec_kernel
+from ._launch import Launcher, cdiv, pdl_prologue, spec_kernel
 
 BLOCK = 128
 NUM_WARPS = 1
@@ -18,7 +17,7 @@ MAX_CHUNKS = 1024
 
 def num_chunks(num_items, num_reqs):
     """Programs per request: the mean items per request over BLOCK, at least 1."""
-    return min(max(triton.cdiv(num_items, max(num_reqs, 1) * BLOCK), 1), MAX_CHUNKS)
+    return min(max(cdiv(num_items, max(num_reqs, 1) * BLOCK), 1), MAX_CHUNKS)
 
 
 @spec_kernel

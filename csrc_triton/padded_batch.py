@@ -7,7 +7,7 @@ cdiv(R, BLOCK_R) programs.
 import triton
 import triton.language as tl
 
-from ._launch import Launcher, pdl_prologue, spec_kernel
+from ._launch import Launcher, cdiv, pdl_prologue, spec_kernel
 
 BLOCK_R = 128
 
@@ -110,7 +110,7 @@ def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token
                       next_token_ids, valid_sampled_tokens_count, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
     _next_token(
-        sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        sampled_token_ids.get_device(), cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids.dtype, backup_next_token_ids.dtype, next_token_ids.dtype,
          valid_sampled_tokens_count.dtype, num_cols),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
@@ -122,7 +122,7 @@ def launch_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count
                                  query_start_loc, token_indices_to_sample, num_rejected_tokens):
     num_reqs = cu_num_draft_tokens.shape[0]
     _prepare_inputs_padded(
-        cu_num_draft_tokens.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        cu_num_draft_tokens.get_device(), cdiv(num_reqs, BLOCK_R),
         (cu_num_draft_tokens.dtype, valid_sampled_tokens_count.dtype, query_start_loc.dtype,
          token_indices_to_sample.dtype, num_rejected_tokens.dtype),
         (cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
@@ -136,7 +136,7 @@ def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                        num_rejected_tokens, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
     _prepare_padded_draft_inputs(
-        sampled_token_ids.get_device(), triton.cdiv(num_reqs, BLOCK_R),
+        sampled_token_ids.get_device(), cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids.dtype, backup_next_token_ids.dtype, cu_num_draft_tokens.dtype,
          query_start_loc.dtype, next_token_ids.dtype, valid_sampled_tokens_count.dtype,
          token_indices_to_sample.dtype, num_rejected_tokens.dtype, num_cols),

@@ -1,11 +1,8 @@
 """Plain helpers of SPEC §2 and the padding slot id of SPEC §0."""
 
+from ._triton._launch import next_power_of_2  # noqa: F401  (the launchers' own; SPEC §2)
+
 PADDING_SLOT_ID = -1
-
-
-def next_power_of_2(n):
-    """1 for n <= 0, else the smallest power of two >= n (exact for any int)."""
-    return 1 if n <= 0 else 1 << (n - 1).bit_length()
 
 
 def unconditional_to_conditional_rates(rates):

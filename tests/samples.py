@@ -6,9 +6,10 @@ pattern), 2-D inputs are row-strided views, and integer tensors are int32 or int
 so every test that iterates these samples also covers layouts, dtypes and untouched regions.
 Adding an op means adding a sampler here, not new tests.
 
-Every sampler draws its scalar arguments (and which optional arguments are None) before
-anything that depends on num_reqs, so one seed gives the same scalars at every batch size; ``sample(..., fixed_dtype=torch.int32)`` also pins dtypes and layouts
-(what torch.compile tests need: a new layout is a legitimate recompilation).
+``sample(..., fixed_dtype=torch.int32)`` pins what a serving loop keeps fixed from step to
+step: dtypes, layouts, per-request lengths, and the scalar arguments (drawn from their own
+stream, the same for every seed). Only the batch size and the values change, which is what
+torch.compile (no recompilation) and CUDA-graph replay tests need.
 """
 
 import random
