@@ -94,11 +94,9 @@ def _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_n
     return num_reqs, device
 
 
-def _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
-                               query_start_loc, token_indices_to_sample, num_rejected_tokens):
-    """SPEC 1.2's arguments after cu_num_draft_tokens."""
-    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
-           "num_reqs")
+def _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
+                               num_rejected_tokens):
+    """SPEC 1.2's arguments other than cu_num_draft_tokens and valid_sampled_tokens_count."""
     vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
     vector(op, "token_indices_to_sample", token_indices_to_sample, device, num_reqs,
            "num_reqs")
@@ -120,8 +118,10 @@ def check_eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_
     op = "eagle_prepare_inputs_padded"
     device = cu_num_draft_tokens.device
     num_reqs = vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, 0, "")
-    _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
-                               query_start_loc, token_indices_to_sample, num_rejected_tokens)
+    vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
+           "num_reqs")
+    _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
+                               num_rejected_tokens)
     return ()
 
 
@@ -135,8 +135,8 @@ def check_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
         valid_sampled_tokens_count, vocab_size)
     vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
-    _check_prepare_inputs_args(op, num_reqs, device, valid_sampled_tokens_count,
-                               query_start_loc, token_indices_to_sample, num_rejected_tokens)
+    _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
+                               num_rejected_tokens)
     return ()
 
 

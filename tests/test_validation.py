@@ -1,0 +1,181 @@
+"""Bad input: a TypeError / ValueError that names the argument and what was expected, raised
+before any kernel runs (out buffers stay as they were), on the CPU kernel, the Triton kernel
+and the fake (meta tensors). One test per kind of mistake, over every op and argument."""
+
+import pytest
+import torch
+
+from backends import BACKENDS, call, place
+from samples import OPS, op_overload, sample, written_arg_indices
+
+NUM_REQS = 5
+
+
+def tensor_args(op):
+    """(index, name) of every Tensor argument of the op's schema."""
+    return [(i, arg.name) for i, arg in enumerate(op_overload(op)._schema.arguments)
+            if isinstance(arg.type, torch.TensorType)
+            or str(arg.type) == "Tensor?"]
+
+
+def cases(op, select):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    return [(op, i, name) for i, name in tensor_args(op)
+            if isinstance(args[i], torch.Tensor) and select(args[i])]
+
+
+def all_cases(select):
+    return [case for op in OPS for case in cases(op, select)]
+
+
+def assert_rejected(op, args, error, name, backend, fragment=""):
+    """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched."""
+    placed = place(args, backend)
+    before = [placed[i].clone() for i in written_arg_indices(op)]
+    with pytest.raises(error, match=rf"spec_ops\.{op}: .*{name}.*{fragment}"):
+        call(op, placed, backend)
+    for i, original in zip(written_arg_indices(op), before):
+        assert torch.equal(placed[i], original), f"{op} wrote {i} before failing"
+
+
+def replaced(args, index, value):
+    return args[:index] + (value,) + args[index + 1:]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
+def test_float_tensor_is_a_type_error(op, index, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    assert_rejected(op, replaced(args, index, args[index].float()), TypeError, name, backend,
+                    "must be")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 1))
+def test_wrong_rank(op, index, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    assert_rejected(op, replaced(args, index, args[index][None]), ValueError, name, backend,
+                    "must be 1-D")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 1 and len(t) >= 2))
+def test_non_unit_stride(op, index, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    spread = args[index].repeat_interleave(2)[::2]             # same values, stride 2
+    assert_rejected(op, replaced(args, index, spread), ValueError, name, backend, "unit stride")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 2))
+def test_matrix_last_dim_must_be_contiguous_and_rows_disjoint(op, index, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    matrix = args[index]
+    column_major = matrix.t().contiguous().t()
+    if matrix.shape[1] > 1:
+        assert_rejected(op, replaced(args, index, column_major), ValueError, name, backend,
+                        "unit stride along its last dim")
+    overlapping = matrix[:1].expand(matrix.shape[0], matrix.shape[1])   # row stride 0
+    if matrix.shape[0] > 1:
+        assert_rejected(op, replaced(args, index, overlapping), ValueError, name, backend,
+                        "rows overlap")
+
+
+# The arguments whose lengths define the op's sizes (any length is valid for them).
+DEFINES_SIZES = {
+    "eagle_prepare_next_token_padded": (),
+    "eagle_prepare_inputs_padded": ("cu_num_draft_tokens",),
+    "prepare_padded_draft_inputs": (),
+    "copy_and_expand_eagle_inputs": ("target_token_ids", "next_token_ids"),
+    "copy_and_expand_dflash_inputs": ("query_start_loc", "target_positions"),
+    "eagle_step_update_slot_mapping_and_metadata": ("positions",),
+    "eagle_multi_step_slot_mapping": ("positions",),
+    "update_num_computed_tokens_for_batch_change": ("prev_positions",
+                                                    "valid_sampled_token_count",
+                                                    "prev_num_draft_tokens"),
+    "compute_new_slot_mapping": ("query_start_loc", "new_positions"),
+}
+
+
+def _required_length_cases():
+    """Every 1-D argument whose length another argument fixes (out buffers included)."""
+    found = []
+    for op in OPS:
+        args = sample(op, seed=11, num_reqs=NUM_REQS)
+        for i, name in tensor_args(op):
+            unused = (op == "copy_and_expand_eagle_inputs" and name == "out_hidden_state_mapping"
+                      and not args[-1])                          # only written with shift
+            if (isinstance(args[i], torch.Tensor) and args[i].dim() == 1 and not unused
+                    and name not in DEFINES_SIZES[op]):
+                found.append((op, i, name))
+    return found
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,name", _required_length_cases())
+def test_too_short(op, index, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    assert_rejected(op, replaced(args, index, args[index][:1]), ValueError, name, backend,
+                    "entries")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", [op for op in OPS if "query_start_loc" in
+                                [name for _, name in tensor_args(op)]])
+def test_query_start_loc_must_have_num_reqs_plus_one_entries(op, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    index = [i for i, name in tensor_args(op) if name == "query_start_loc"][0]
+    longer = torch.cat([args[index], args[index][-1:]])
+    if op in ("copy_and_expand_dflash_inputs", "compute_new_slot_mapping"):
+        pytest.skip("query_start_loc defines num_reqs here; too long means more requests")
+    assert_rejected(op, replaced(args, index, longer), ValueError, "query_start_loc", backend,
+                    "num_reqs \\+ 1")
+
+
+@pytest.mark.parametrize("op,index,name", [c for c in all_cases(lambda t: True) if c[1] > 0])
+def test_tensors_on_different_devices(op, index, name):
+    """Meta stands in for a second device on a CPU-only machine (the fake runs the check)."""
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    first = tensor_args(op)[0][0]
+    if index == first:
+        return
+    moved = replaced(args, index, args[index].to("meta"))
+    with pytest.raises(ValueError, match=rf"spec_ops\.{op}: all tensors must be on one device; "
+                                         rf"expected {name} on cpu"):
+        op_overload(op)(*moved)
+
+
+BAD_SCALARS = [
+    ("eagle_prepare_next_token_padded", 5, 0, "vocab_size"),
+    ("copy_and_expand_eagle_inputs", 13, 0, "num_padding_slots_per_request"),
+    ("copy_and_expand_dflash_inputs", 12, 0, "block_size"),
+    ("copy_and_expand_dflash_inputs", 13, 0, "num_query_per_req"),
+    ("eagle_step_update_slot_mapping_and_metadata", 3, 0, "block_size"),
+    ("eagle_step_update_slot_mapping_and_metadata", 4, 0, "max_model_len"),
+    ("eagle_step_update_slot_mapping_and_metadata", 7, NUM_REQS - 1, "input_batch_size"),
+    ("compute_new_slot_mapping", 5, -1, "num_new_tokens"),
+    ("eagle_multi_step_slot_mapping", 5, -1, "num_steps"),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,index,value,name", BAD_SCALARS)
+def test_bad_scalar(op, index, value, name, backend):
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    assert_rejected(op, replaced(args, index, value), ValueError, name, backend, "must be >=")
+
+
+def test_dflash_speculative_tokens_must_cover_the_queries():
+    args = sample("copy_and_expand_dflash_inputs", seed=11, num_reqs=NUM_REQS)
+    args = args[:13] + (3, 1)                                   # Q = 3 needs K >= 2
+    with pytest.raises(ValueError, match="num_speculative_tokens must be >= num_query_per_req"):
+        op_overload("copy_and_expand_dflash_inputs")(*args)
+
+
+def test_update_num_computed_tokens_row_limit():
+    from spec_ops._triton import UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS as max_rows
+    n = max_rows + 1
+    rows = torch.zeros(n, dtype=torch.int32)
+    with pytest.raises(ValueError, match=f"prev_positions has {n} rows; at most {max_rows}"):
+        op_overload("update_num_computed_tokens_for_batch_change")(
+            rows.clone(), rows.clone(), rows - 1, rows, rows, rows)
