@@ -55,7 +55,7 @@ import triton  # noqa: E402
 
 import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS  # noqa: E402
-from spec_ops._triton._launch import USE_PDL, Launcher  # noqa: E402
+from spec_ops._triton._launch import Launcher, supports_pdl  # noqa: E402
 
 K = 3                      # drafts per request
 NUM_STEPS = 4              # draft steps of 5.2 (and 1.5 calls it replaces)
@@ -536,15 +536,18 @@ class Launch:
     def raw(self):
         """kernel[grid](*args): Triton's own launch (binding, specialization, cache lookup), with
         the op's launch options."""
-        kernel, args, num_warps = self.launcher.kernel, self.args, self.num_warps
+        kernel, num_warps = self.launcher.kernel, self.num_warps
+        pdl = supports_pdl(self.device_index)
+        args, options = (*self.args, pdl), ({"launch_pdl": True} if pdl else {})
         grid = (self.grid, self.grid_y)
-        return lambda: kernel[grid](*args, num_warps=num_warps, launch_pdl=bool(USE_PDL))
+        return lambda: kernel[grid](*args, num_warps=num_warps, **options)
 
     def fast(self):
         """The compiled kernel's run(), as Launcher._launch calls it after the first launch."""
         compiled = self.launcher.compiled[(self.device_index, self.num_warps, self.key)]
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        grid, grid_y, args, device_index = self.grid, self.grid_y, self.args, self.device_index
+        grid, grid_y, device_index = self.grid, self.grid_y, self.device_index
+        args = (*self.args, supports_pdl(device_index))
         current_stream = torch._C._cuda_getCurrentRawStream
 
         def launch():

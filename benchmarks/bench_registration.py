@@ -26,7 +26,7 @@ import triton
 import spec_ops
 from spec_ops import validation
 from spec_ops._triton import draft_step
-from spec_ops._triton._launch import USE_PDL, Launcher
+from spec_ops._triton._launch import Launcher, supports_pdl
 
 CALLS, REPEATS = 2000, 9
 
@@ -83,10 +83,11 @@ def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens:
         out_slot_mapping)
     num_reqs = positions.shape[0]
     grid = (-(-num_reqs // draft_step.BLOCK_R),)
+    pdl = supports_pdl(positions.get_device())
     torch.library.wrap_triton(draft_step._step_kernel)[grid](
         positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
         num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
-        draft_step.BLOCK_R, launch_pdl=bool(USE_PDL))
+        draft_step.BLOCK_R, pdl, **({"launch_pdl": True} if pdl else {}))
 
 
 def recorded_launch(args):
@@ -112,6 +113,9 @@ def main():
         args = step_inputs(num_reqs)
         launcher, device, grid, key, kernel_args, num_warps = recorded_launch(args)
         compiled = launcher.compiled[(device, num_warps, key)]
+        pdl = supports_pdl(device)
+        kernel_args = (*kernel_args, pdl)
+        options = {"launch_pdl": True} if pdl else {}
         stream = torch.cuda.current_stream().cuda_stream
         op = torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata
         routes = {
@@ -122,7 +126,7 @@ def main():
             "custom_op": lambda: step_custom_op(*args[:7]),
             "triton_op": lambda: step_triton_op(*args[:7]),
             "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](
-                *kernel_args, num_warps=num_warps, launch_pdl=bool(USE_PDL)),
+                *kernel_args, num_warps=num_warps, **options),
             "raw cached run()": lambda: compiled.run(grid, 1, 1, stream, compiled.function,
                                                      compiled.packed_metadata, None, None, None,
                                                      *kernel_args),

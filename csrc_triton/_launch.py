@@ -7,12 +7,15 @@ specialization for all runtime arguments, so the compiled kernel depends only on
 dtypes and the constexprs. The launcher's own key carries exactly those, which makes it safe to
 call the cached compiled kernel's launcher directly on every call after the first.
 
-Kernels are launched with programmatic dependent launch (PDL, Hopper and later): each one
-starts with ``pdl_prologue()``, which lets the next kernel in the stream start launching and
-then waits until the previous kernel's writes are visible. Launch latency overlaps the
-previous kernel; ordering is unchanged whatever the neighbouring kernels are.
+On devices that support it (Hopper or newer, Triton with grid dependency control), kernels
+are launched with programmatic dependent launch (PDL): each one starts with
+``pdl_prologue(PDL)``, which lets the next kernel in the stream start launching and then waits
+until the previous kernel's writes are visible. Launch latency overlaps the previous kernel;
+ordering is unchanged whatever the neighbouring kernels are. Every kernel's last parameter is
+the constexpr ``PDL``, which the launcher appends per device.
 """
 
+import functools
 import inspect
 import os
 
@@ -21,9 +24,16 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# PDL needs Hopper (sm_90) or newer; the interpreter has no grid dependency control.
-USE_PDL = tl.constexpr(not INTERPRET and torch.cuda.is_available()
-                       and torch.cuda.get_device_capability()[0] >= 9)
+PER_REQUEST_BLOCK = 128     # lanes per program of the per-request x chunk grids (1.3, 1.4, 1.7)
+PER_REQUEST_WARPS = 1
+MAX_CHUNKS = 1024
+
+
+@functools.cache
+def supports_pdl(device_index):
+    """Hopper (sm_90) or newer, and a Triton with grid dependency control (3.4+)."""
+    return (hasattr(tl.extra.cuda, "gdc_wait")
+            and torch.cuda.get_device_capability(device_index)[0] >= 9)
 
 
 def cdiv(numerator, denominator):
@@ -36,9 +46,15 @@ def next_power_of_2(n):
     return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
+def num_chunks(num_items, num_reqs):
+    """Programs per request in a per-request x chunk grid: the mean items per request over
+    PER_REQUEST_BLOCK, at least 1 (from shapes only)."""
+    return min(max(cdiv(num_items, max(num_reqs, 1) * PER_REQUEST_BLOCK), 1), MAX_CHUNKS)
+
+
 @triton.jit
-def pdl_prologue():
-    if USE_PDL:
+def pdl_prologue(PDL: tl.constexpr):
+    if PDL:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
 
@@ -60,7 +76,8 @@ class Launcher:
 
     ``key`` must determine the compiled kernel: the dtypes of the pointer arguments and every
     constexpr value (runtime ints are annotated ``tl.int64`` in the kernels, so their values do
-    not matter). ``args`` lists every kernel parameter in order, constexprs included.
+    not matter). ``args`` lists every kernel parameter in order, constexprs included, except
+    the trailing ``PDL``, which the launcher adds for the device.
     """
 
     def __init__(self, kernel, num_warps=4):
@@ -73,7 +90,7 @@ class Launcher:
             return
         num_warps = num_warps or self.num_warps
         if INTERPRET:
-            self.kernel[(grid, grid_y)](*args, num_warps=num_warps)
+            self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
             return
         cache_key = (device_index, num_warps, key)
         compiled = self.compiled.get(cache_key)
@@ -84,12 +101,15 @@ class Launcher:
             self._launch(compiled, cache_key, grid, grid_y, args, num_warps)
 
     def _launch(self, compiled, cache_key, grid, grid_y, args, num_warps):
+        device_index = cache_key[0]
+        pdl = supports_pdl(device_index)
         if compiled is None:
             # The first launch of a variant goes through Triton, which compiles (or loads from
             # its disk cache) and hands back the compiled kernel.
+            options = {"launch_pdl": True} if pdl else {}
             self.compiled[cache_key] = self.kernel[(grid, grid_y)](
-                *args, num_warps=num_warps, launch_pdl=bool(USE_PDL))
+                *args, pdl, num_warps=num_warps, **options)
             return
-        stream = torch._C._cuda_getCurrentRawStream(cache_key[0])
+        stream = torch._C._cuda_getCurrentRawStream(device_index)
         compiled.run(grid, grid_y, 1, stream, compiled.function, compiled.packed_metadata,
-                     None, None, None, *args)
+                     None, None, None, *args, pdl)

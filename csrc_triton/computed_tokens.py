@@ -22,9 +22,9 @@ def _update_num_computed_tokens_kernel(
     prev_num_draft_ptr,         # [previous batch]
     cpu_num_computed_ptr,       # [n]
     num_rows: tl.int64, num_prev_rows: tl.int64,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.arange(0, BLOCK).to(tl.int64)
     row_mask = rows < num_rows
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)

@@ -7,8 +7,15 @@ context tokens, and program (r, 0) also writes request r's Q query tokens.
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, next_power_of_2, pdl_prologue, spec_kernel
-from .expand import BLOCK, NUM_WARPS, num_chunks
+from ._launch import (
+    PER_REQUEST_BLOCK,
+    PER_REQUEST_WARPS,
+    Launcher,
+    next_power_of_2,
+    num_chunks,
+    pdl_prologue,
+    spec_kernel,
+)
 
 
 @spec_kernel
@@ -28,18 +35,21 @@ def _copy_and_expand_dflash_inputs_kernel(
     parallel_drafting_token_id: tl.int64, num_query_per_req: tl.int64,
     num_speculative_tokens: tl.int64,
     HAS_REJECTED: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
 
-    # Context tokens: their own positions, and slots in the request's blocks.
-    for chunk_start in range(context_start + tl.program_id(1).to(tl.int64) * BLOCK, context_end,
+    # Context tokens: their own positions, and slots in the request's blocks. The loop stays
+    # inside [0, C) whatever query_start_loc holds.
+    first = tl.maximum(context_start, 0)
+    last = tl.minimum(context_end, num_context)
+    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
                              tl.num_programs(1).to(tl.int64) * BLOCK):
         i = chunk_start + tl.arange(0, BLOCK)
-        owned = (i < context_end) & (i >= 0) & (i < num_context)
+        owned = i < last
         position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
         slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
                            position, owned, BLOCK_SIZE)
@@ -69,7 +79,8 @@ def _copy_and_expand_dflash_inputs_kernel(
                  mask=is_query & (q >= 1))
 
 
-_copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel, NUM_WARPS)
+_copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,
+                                          PER_REQUEST_WARPS)
 
 
 def launch_copy_and_expand_dflash_inputs(
@@ -92,5 +103,6 @@ def launch_copy_and_expand_dflash_inputs(
          out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
          out_token_indices, block_table, query_start_loc, rejected, num_context,
          block_table.stride(0), block_table.shape[1], parallel_drafting_token_id,
-         num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q, BLOCK),
+         num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q,
+         PER_REQUEST_BLOCK),
         grid_y=num_chunks(num_context, num_reqs))

@@ -34,9 +34,9 @@ def _step_kernel(
     slot_mapping_ptr,       # [>= input_batch_size] out
     num_reqs: tl.int64, input_batch_size: tl.int64, block_table_row_stride: tl.int64,
     num_block_cols: tl.int64, max_model_len: tl.int64,
-    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     real = rows < num_reqs
     position = tl.load(positions_ptr + rows, mask=real, other=0).to(tl.int64)
@@ -61,9 +61,9 @@ def _multi_step_kernel(
     num_reqs: tl.int64, input_batch_size: tl.int64, block_table_row_stride: tl.int64,
     num_block_cols: tl.int64, max_model_len: tl.int64, out_positions_row_stride: tl.int64,
     out_slot_mapping_row_stride: tl.int64, out_seq_lens_row_stride: tl.int64,
-    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     step = tl.program_id(1).to(tl.int64)
     real = rows < num_reqs

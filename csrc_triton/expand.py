@@ -2,22 +2,22 @@
 
 The grid is (requests, chunks): program (r, c) handles chunks c, c + C, c + 2C, ... of request
 r's outputs. C comes from shapes (about the mean request length over BLOCK), so a batch of
-1024 decodes runs 1024 one-chunk programs and 8 long prefills are split into many.
+1024 decodes runs 1024 one-chunk programs and 8 long prefills are split into many. Each loop
+is bounded by the out buffer's shape-derived size as well, so a garbage query_start_loc can
+neither write out of bounds nor loop for long.
 """
 
 import triton.language as tl
 
 from ._indexing import slot_lookup
-from ._launch import Launcher, cdiv, pdl_prologue, spec_kernel
-
-BLOCK = 128
-NUM_WARPS = 1
-MAX_CHUNKS = 1024
-
-
-def num_chunks(num_items, num_reqs):
-    """Programs per request: the mean items per request over BLOCK, at least 1."""
-    return min(max(cdiv(num_items, max(num_reqs, 1) * BLOCK), 1), MAX_CHUNKS)
+from ._launch import (
+    PER_REQUEST_BLOCK,
+    PER_REQUEST_WARPS,
+    Launcher,
+    num_chunks,
+    pdl_prologue,
+    spec_kernel,
+)
 
 
 @spec_kernel
@@ -35,9 +35,9 @@ def _copy_and_expand_eagle_inputs_kernel(
     query_end_loc_ptr,           # [R]
     num_input_tokens: tl.int64, num_outputs: tl.int64, padding_token_id: tl.int64,
     parallel_drafting_token_id: tl.int64, num_padding_slots: tl.int64,
-    SHIFT: tl.constexpr, BLOCK: tl.constexpr,
+    SHIFT: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     query_next = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
@@ -50,8 +50,11 @@ def _copy_and_expand_eagle_inputs_kernel(
     out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
     num_valid = query_end - query_start + (0 if SHIFT else 1)
     total = num_valid + num_padding_slots + (query_next - query_end - 1)
+    # j ranges over [0, total) and its output o = out_start + j over [0, num_outputs).
+    first = tl.maximum(-out_start, 0)
+    last = tl.minimum(total, num_outputs - out_start)
 
-    for chunk_start in range(tl.program_id(1).to(tl.int64) * BLOCK, total,
+    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
                              tl.num_programs(1).to(tl.int64) * BLOCK):
         j = chunk_start + tl.arange(0, BLOCK)
         out = out_start + j
@@ -90,11 +93,11 @@ def _compute_new_slot_mapping_kernel(
     out_slot_mapping_ptr,        # [T] out
     num_reqs: tl.int64, num_entries: tl.int64, block_table_row_stride: tl.int64,
     num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
-    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     # Program row r < R: request r's entries. Row R: entries past the last request (none for
     # valid inputs), which get -1 so the result never holds uninitialized memory.
-    pdl_prologue()
+    pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
     first_start = tl.load(query_start_loc_ptr).to(tl.int64)
@@ -103,8 +106,11 @@ def _compute_new_slot_mapping_kernel(
     start = query_start - first_start + req * num_new_tokens
     count = tl.where(is_request, query_next - query_start + num_new_tokens, num_entries - start)
     num_kept = tl.where(is_request, count, 0)     # the tail row only writes -1
+    # j ranges over [0, count) and its entry start + j over [0, num_entries).
+    first = tl.maximum(-start, 0)
+    last = tl.minimum(count, num_entries - start)
 
-    for chunk_start in range(tl.program_id(1).to(tl.int64) * BLOCK, count,
+    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
                              tl.num_programs(1).to(tl.int64) * BLOCK):
         j = chunk_start + tl.arange(0, BLOCK)
         entry = start + j
@@ -117,8 +123,9 @@ def _compute_new_slot_mapping_kernel(
         tl.store(out_slot_mapping_ptr + entry, tl.where(keep, slot, -1), mask=owned)
 
 
-_copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel, NUM_WARPS)
-_compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel, NUM_WARPS)
+_copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel,
+                                         PER_REQUEST_WARPS)
+_compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel, PER_REQUEST_WARPS)
 
 
 def launch_copy_and_expand_eagle_inputs(
@@ -138,7 +145,7 @@ def launch_copy_and_expand_eagle_inputs(
          out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
          out_hidden_state_mapping, query_start_loc, query_end_loc, target_token_ids.shape[0],
          num_outputs, padding_token_id, parallel_drafting_token_id,
-         num_padding_slots_per_request, shift_input_ids, BLOCK),
+         num_padding_slots_per_request, shift_input_ids, PER_REQUEST_BLOCK),
         grid_y=num_chunks(num_outputs, num_reqs))
 
 
@@ -152,5 +159,5 @@ def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
         (block_table.dtype, query_start_loc.dtype, new_positions.dtype, block_size),
         (block_table, query_start_loc, new_positions, is_rejected_token_mask, out_slot_mapping,
          num_reqs, num_entries, block_table.stride(0), block_table.shape[1], num_new_tokens,
-         max_model_len, block_size, BLOCK),
+         max_model_len, block_size, PER_REQUEST_BLOCK),
         grid_y=num_chunks(num_entries, num_reqs))

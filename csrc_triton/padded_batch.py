@@ -50,9 +50,9 @@ def _next_token_kernel(
     next_token_ptr,         # [>= R] out
     valid_count_ptr,        # [>= R] out
     num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
@@ -69,9 +69,9 @@ def _prepare_inputs_padded_kernel(
     token_indices_ptr,      # [>= R] out
     num_rejected_ptr,       # [>= R] out
     num_reqs: tl.int64,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     valid_count = tl.load(valid_count_ptr + rows, mask=row_mask, other=0).to(tl.int64)
@@ -83,12 +83,19 @@ def _prepare_inputs_padded_kernel(
 
 @spec_kernel
 def _prepare_padded_draft_inputs_kernel(
-    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
-    next_token_ptr, valid_count_ptr, token_indices_ptr, num_rejected_ptr,
+    sampled_ptr,            # [R, K + 1], row stride sampled_row_stride
+    discard_ptr,            # [R] bool
+    backup_ptr,             # [R]
+    cu_num_draft_ptr,       # [R] inclusive cumsum
+    query_start_loc_ptr,    # [R + 1]
+    next_token_ptr,         # [>= R] out
+    valid_count_ptr,        # [>= R] out
+    token_indices_ptr,      # [>= R] out
+    num_rejected_ptr,       # [>= R] out
     num_reqs: tl.int64, sampled_row_stride: tl.int64, vocab_size: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_prologue()
+    pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_reqs
     next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,

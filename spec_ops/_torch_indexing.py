@@ -1,4 +1,4 @@
-"""Vectorized-torch twins of csrc_triton/_indexing.py, for the CPU kernels."""
+"""Indexing helpers of the CPU kernels (slot_lookup is the twin of csrc_triton/_indexing.py)."""
 
 import torch
 

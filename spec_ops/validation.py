@@ -11,7 +11,7 @@ import torch
 from ._triton import UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS
 
 INDEX_DTYPES = (torch.int32, torch.int64)
-MASK_DTYPES = (torch.bool, torch.bool)
+MASK_DTYPES = (torch.bool, torch.bool)     # two entries, like INDEX_DTYPES: see vector()
 _DTYPE_NAMES = {INDEX_DTYPES: "int32 or int64", MASK_DTYPES: "bool"}
 EXACT, AT_LEAST = True, False
 
@@ -140,12 +140,6 @@ def check_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
     return ()
 
 
-def expanded_num_outputs(num_input_tokens, num_reqs, num_padding_slots, shift_input_ids):
-    """Outputs of SPEC 1.3: every input token plus S slots per request, minus one with shift."""
-    return num_input_tokens + num_reqs * (num_padding_slots - 1 if shift_input_ids
-                                          else num_padding_slots)
-
-
 def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_token_ids,
                                        out_input_ids, out_positions, out_is_rejected_token_mask,
                                        out_is_masked_token_mask, out_new_token_indices,
@@ -161,8 +155,9 @@ def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_
     vector(op, "target_positions", target_positions, device, num_input,
            "target_token_ids.shape[0]", EXACT)
     num_reqs = vector(op, "next_token_ids", next_token_ids, device, 0, "")
-    num_outputs = expanded_num_outputs(num_input, num_reqs, num_padding_slots_per_request,
-                                       shift_input_ids)
+    # Every input token plus S slots per request, minus one per request with shift.
+    num_outputs = num_input + num_reqs * (num_padding_slots_per_request - 1 if shift_input_ids
+                                          else num_padding_slots_per_request)
     outputs = "T_in + num_reqs * (S - 1)" if shift_input_ids else "T_in + num_reqs * S"
     vector(op, "out_input_ids", out_input_ids, device, num_outputs, outputs)
     vector(op, "out_positions", out_positions, device, num_outputs, outputs)
@@ -208,7 +203,8 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
     vector(op, "out_query_slot_mapping", out_query_slot_mapping, device, num_queries, queries)
     vector(op, "out_token_indices", out_token_indices, device,
            num_reqs * num_speculative_tokens, "num_reqs * num_speculative_tokens")
-    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
+    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
+           "num_reqs, >= 1 block when num_reqs > 0")
     if num_rejected_tokens is not None:
         vector(op, "num_rejected_tokens", num_rejected_tokens, device, num_reqs, "num_reqs")
     return ()
@@ -228,7 +224,8 @@ def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model
     num_reqs = vector(op, "positions", positions, device, 0, "")
     padded = padded_rows(positions, input_batch_size)
     at_least(op, "input_batch_size", padded, num_reqs)
-    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
+    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
+           "num_reqs, >= 1 block when num_reqs > 0")
     vector(op, "seq_lens", seq_lens, device, num_reqs, "num_reqs")
     return num_reqs, padded, device
 
@@ -300,5 +297,6 @@ def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
     num_entries = vector(op, "new_positions", new_positions, device, 0, "")
     vector(op, "is_rejected_token_mask", is_rejected_token_mask, device, num_entries,
            "new_positions.shape[0]", EXACT, MASK_DTYPES)
-    matrix(op, "block_table", block_table, device, num_reqs, 1, "num_reqs, >= 1 block")
+    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
+           "num_reqs, >= 1 block when num_reqs > 0")
     return ()

@@ -1,15 +1,12 @@
 """Where tests run an op: the CPU kernel, and the Triton kernel (interpreted on CPU tensors
 when there is no GPU, compiled on CUDA tensors when there is one)."""
 
-import os
-
 import torch
 
 from samples import clone_args, op_overload, written_arg_indices
 from spec_ops._library import KERNELS
 
 HAS_CUDA = torch.cuda.is_available()
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 TRITON = "cuda" if HAS_CUDA else "interpret"
 BACKENDS = ["cpu", TRITON]
 

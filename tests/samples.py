@@ -42,7 +42,9 @@ def scalars(rng):
 
 
 def request_length(rng, low, high):
-    """A per-request token count (3 under FixedLayoutRandom)."""
+    """A per-request token count (3 under FixedLayoutRandom; 100-300 for long requests)."""
+    if getattr(rng, "long_requests", False):
+        return rng.randint(100, 300)
     return pick(rng, range(low, high + 1), 3)
 
 
@@ -90,8 +92,8 @@ def block_table(rng, num_reqs, max_position, block_size):
     return strided_matrix(rng, num_reqs + pick(rng, range(3), 1), cols, 0, 1000)
 
 
-def query_start_loc(rng, lengths):
-    starts = [0]
+def query_start_loc(rng, lengths, first=0):
+    starts = [first]
     for length in lengths:
         starts.append(starts[-1] + length)
     return ints(rng, starts)
@@ -253,8 +255,9 @@ def sample_new_slot_mapping(rng, num_reqs):
     for length in lengths:
         start = rng.randint(0, max_model_len + 2)
         positions += range(start, start + length + num_new)
-    return (block_table(rng, num_reqs, max_model_len, block_size), query_start_loc(rng, lengths),
-            torch.tensor(positions, dtype=torch.int64).reshape(-1),
+    first = pick(rng, (0, 0, 5), 0)                 # SPEC 1.7 counts entries from qsl[0]
+    return (block_table(rng, num_reqs, max_model_len, block_size),
+            query_start_loc(rng, lengths, first), ints(rng, positions).reshape(-1),
             torch.tensor([rng.random() < 0.3 for _ in positions], dtype=torch.bool),
             block_size, num_new, max_model_len)
 
@@ -273,15 +276,17 @@ SAMPLERS = {
 OPS = sorted(SAMPLERS)
 
 
-def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False):
+def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False):
     """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
-    dtype (drawn from the seed) for every integer tensor."""
+    dtype (drawn from the seed) for every integer tensor, ``long_requests`` 100-300 tokens per
+    request (several chunks per program)."""
     if fixed_dtype is not None:
         rng = FixedLayoutRandom(seed, fixed_dtype)
     elif uniform_dtype:
         rng = UniformDtypeRandom(seed, (torch.int32, torch.int64)[seed % 2])
     else:
         rng = random.Random(seed)
+    rng.long_requests = long_requests
     return SAMPLERS[op](rng, num_reqs)
 
 

@@ -20,10 +20,7 @@ def assert_same(actual, expected, what):
         assert a.tolist() == e, f"{what} output {i}:\n{a.tolist()}\n!=\n{e}"
 
 
-@pytest.mark.parametrize("op", OPS)
-@given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(0, 24))
-def test_triton_equals_cpu_equals_reference(op, seed, num_reqs):
-    args = sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda")
+def check_all_ways(op, args):
     before = clone_args(args)
     cpu = run(op, args, "cpu")
     assert_same(cpu, REFERENCES[op](*args), "cpu vs reference")
@@ -31,3 +28,17 @@ def test_triton_equals_cpu_equals_reference(op, seed, num_reqs):
     for original, arg in zip(before, args):   # run() worked on copies; the sample is intact
         if isinstance(arg, torch.Tensor):
             assert torch.equal(original, arg)
+
+
+@pytest.mark.parametrize("op", OPS)
+@given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(0, 24))
+def test_triton_equals_cpu_equals_reference(op, seed, num_reqs):
+    check_all_ways(op, sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda"))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("op", OPS)
+def test_more_rows_than_one_program_and_long_requests(op, seed):
+    """R = 150 spans two row blocks (128 rows each); 100-300 tokens per request take several
+    chunks and several loop iterations per program."""
+    check_all_ways(op, sample(op, seed, 150, uniform_dtype=TRITON == "cuda", long_requests=True))

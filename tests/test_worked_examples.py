@@ -66,7 +66,6 @@ EXAMPLES = {
             (t([100, 200, 300, 400]), t([1, 1, 1]), t([2, 0, -1]), t([3, 1, 2]),
              t([3, 0, 3, 0]), t([1000, 2000, 3000])),
             [[302, 103, 3000, 400], [2, 3, 1]]),
-    # 1.7 and §5 have no worked example in SPEC; these follow from the formulas.
     # 1.7 and §5 have no worked example in SPEC; these follow from its formulas.
     "1.7": ("compute_new_slot_mapping",
             (t([[1, 2, 0], [3, 4, 5]]), t([0, 2, 3]), t([3, 4, 5, 6, 9, 10, 11], I64),
@@ -119,7 +118,7 @@ EMPTY_BATCH = {
     "copy_and_expand_dflash_inputs": (t([]), t([], I64), poison(2), poison(2, I64),
                                       poison(2, I64), poison(2, I64), poison(2, I64), poison(2),
                                       torch.zeros(0, 4, dtype=I32), t([0]), None, 99, 16, 3, 2),
-    "eagle_step_update_slot_mapping_and_metadata": (t([], I64), torch.zeros(0, 4, dtype=I32),
+    "eagle_step_update_slot_mapping_and_metadata": (t([], I64), torch.zeros(0, 0, dtype=I32),
                                                     t([]), 16, 64, poison(2, I64),
                                                     poison(4, I64), 3),
     "update_num_computed_tokens_for_batch_change": (poison(2), poison(2), t([]), t([]), t([]),
