@@ -1,4 +1,5 @@
-"""Device helper shared by the kernels: the paged-KV slot lookup."""
+"""Device helpers shared by the kernels: the paged-KV slot lookup and the chunk loop of the
+per-request grids."""
 
 import triton
 import triton.language as tl
@@ -17,3 +18,18 @@ def slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows, p
     block_id = tl.load(block_table_ptr + rows * block_table_row_stride + block_index,
                        mask=mask, other=0).to(tl.int64)
     return block_id * BLOCK_SIZE + position % BLOCK_SIZE
+
+
+@triton.jit
+def request_chunks(start, count, size, BLOCK: tl.constexpr):
+    """This program's chunk loop over a request's items: (first, stop, step) for ``range``.
+
+    The request owns j in [0, count), stored at start + j in a buffer of ``size``; program
+    (r, c) of a C-chunk grid takes chunks c, c + C, ... Both bounds hold whatever start and
+    count are, so a garbage query_start_loc neither leaves the buffer nor loops for long, and
+    every j in the loop below ``stop`` is in range.
+    """
+    first = tl.maximum(-start, 0)
+    stop = tl.minimum(count, size - start)
+    return (first + tl.program_id(1).to(tl.int64) * BLOCK, stop,
+            tl.num_programs(1).to(tl.int64) * BLOCK)

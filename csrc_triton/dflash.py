@@ -6,7 +6,7 @@ context tokens, and program (r, 0) also writes request r's Q query tokens.
 
 import triton.language as tl
 
-from ._indexing import slot_lookup
+from ._indexing import request_chunks, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -42,14 +42,13 @@ def _copy_and_expand_dflash_inputs_kernel(
     context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
 
-    # Context tokens: their own positions, and slots in the request's blocks. The loop stays
-    # inside [0, C) whatever query_start_loc holds.
-    first = tl.maximum(context_start, 0)
-    last = tl.minimum(context_end, num_context)
-    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
-                             tl.num_programs(1).to(tl.int64) * BLOCK):
-        i = chunk_start + tl.arange(0, BLOCK)
-        owned = i < last
+    # Context tokens: their own positions, and slots in the request's blocks.
+    first, stop, step = request_chunks(context_start, context_end - context_start, num_context,
+                                       BLOCK)
+    for chunk_start in range(first, stop, step):
+        j = chunk_start + tl.arange(0, BLOCK)
+        i = context_start + j
+        owned = j < stop
         position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
         slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
                            position, owned, BLOCK_SIZE)

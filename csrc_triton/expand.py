@@ -9,7 +9,7 @@ neither write out of bounds nor loop for long.
 
 import triton.language as tl
 
-from ._indexing import slot_lookup
+from ._indexing import request_chunks, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -50,15 +50,11 @@ def _copy_and_expand_eagle_inputs_kernel(
     out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
     num_valid = query_end - query_start + (0 if SHIFT else 1)
     total = num_valid + num_padding_slots + (query_next - query_end - 1)
-    # j ranges over [0, total) and its output o = out_start + j over [0, num_outputs).
-    first = tl.maximum(-out_start, 0)
-    last = tl.minimum(total, num_outputs - out_start)
-
-    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
-                             tl.num_programs(1).to(tl.int64) * BLOCK):
+    first, stop, step = request_chunks(out_start, total, num_outputs, BLOCK)
+    for chunk_start in range(first, stop, step):
         j = chunk_start + tl.arange(0, BLOCK)
         out = out_start + j
-        written = (j < total) & (out >= 0) & (out < num_outputs)
+        written = j < stop
         is_input = j < num_valid
         is_bonus = j == num_valid
         is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
@@ -106,15 +102,11 @@ def _compute_new_slot_mapping_kernel(
     start = query_start - first_start + req * num_new_tokens
     count = tl.where(is_request, query_next - query_start + num_new_tokens, num_entries - start)
     num_kept = tl.where(is_request, count, 0)     # the tail row only writes -1
-    # j ranges over [0, count) and its entry start + j over [0, num_entries).
-    first = tl.maximum(-start, 0)
-    last = tl.minimum(count, num_entries - start)
-
-    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
-                             tl.num_programs(1).to(tl.int64) * BLOCK):
+    first, stop, step = request_chunks(start, count, num_entries, BLOCK)
+    for chunk_start in range(first, stop, step):
         j = chunk_start + tl.arange(0, BLOCK)
         entry = start + j
-        owned = (j < count) & (entry >= 0) & (entry < num_entries)
+        owned = j < stop
         position = tl.load(new_positions_ptr + entry, mask=owned, other=0).to(tl.int64)
         rejected = tl.load(rejected_ptr + entry, mask=owned, other=1) != 0
         keep = owned & ~rejected & (position < max_model_len) & (j < num_kept)
