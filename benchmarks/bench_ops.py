@@ -7,7 +7,7 @@ variants:
   op        torch.ops.spec_ops.<op>.default (what spec_ops.<op> calls): dispatcher,
             validation, the op's cached launch
   triton    the op's kernel launched the plain Triton way, kernel[(grid,)](*args)
-  fast      the cached compiled kernel's run() alone, the launch path the op takes
+  fast      the launcher's cached launch of the compiled kernel alone: the op's launch path
   torch     the op as engines wrote it before fusing: a handful of torch ops
   compiled  torch.compile(dynamic=True) of the torch variant (1.6)
   unfused   the SPEC 1 ops a fused op replaces, called back to back (5.1, 5.2)
@@ -543,17 +543,11 @@ class Launch:
         return lambda: kernel[grid](*args, num_warps=num_warps, **options)
 
     def fast(self):
-        """The compiled kernel's run(), as Launcher._launch calls it after the first launch."""
-        compiled = self.launcher.compiled[(self.device_index, self.num_warps, self.key)]
-        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        grid, grid_y, device_index = self.grid, self.grid_y, self.device_index
-        args = (*self.args, supports_pdl(device_index))
-        current_stream = torch._C._cuda_getCurrentRawStream
-
-        def launch():
-            run(grid, grid_y, 1, current_stream(device_index), function, metadata, None, None,
-                None, *args)
-        return launch
+        """The launcher's cached launch of the compiled kernel: what the op runs after its
+        validation, from the second call on."""
+        launch = self.launcher.launches[(self.device_index, self.num_warps, self.key)]
+        grid, grid_y, args = self.grid, self.grid_y, self.args
+        return lambda: launch(grid, grid_y, args)
 
 
 @contextlib.contextmanager

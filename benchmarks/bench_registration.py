@@ -8,7 +8,8 @@ eager call on CUDA (back-to-back calls, synchronized around each batch, median o
   custom_op    torch.library.custom_op wrapping the same validate + launch
   triton_op    torch.library.triton_op + wrap_triton (Inductor can see the kernel)
   raw triton   kernel[(grid,)](*args): the Triton launch alone, no validation, no op
-  raw cached   the cached compiled kernel's run(): the launch path the library route takes
+  cached       the launcher's cached launch of the compiled kernel: the launch path the library
+               route takes after validating
 
 Prints a table and writes benchmarks/results/bench_registration.json (and to $OUT when set).
 """
@@ -112,11 +113,10 @@ def main():
     for num_reqs in (1, 1024):
         args = step_inputs(num_reqs)
         launcher, device, grid, key, kernel_args, num_warps = recorded_launch(args)
-        compiled = launcher.compiled[(device, num_warps, key)]
+        cached = launcher.launches[(device, num_warps, key)]
         pdl = supports_pdl(device)
-        kernel_args = (*kernel_args, pdl)
+        launch_args, kernel_args = kernel_args, (*kernel_args, pdl)
         options = {"launch_pdl": True} if pdl else {}
-        stream = torch.cuda.current_stream().cuda_stream
         op = torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata
         routes = {
             "library (.default)": lambda: op.default(*args),
@@ -127,9 +127,7 @@ def main():
             "triton_op": lambda: step_triton_op(*args[:7]),
             "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](
                 *kernel_args, num_warps=num_warps, **options),
-            "raw cached run()": lambda: compiled.run(grid, 1, 1, stream, compiled.function,
-                                                     compiled.packed_metadata, None, None, None,
-                                                     *kernel_args),
+            "cached launch": lambda: cached(grid, 1, launch_args),
         }
         times = {name: host_us(fn) for name, fn in routes.items()}
         for name, us in times.items():

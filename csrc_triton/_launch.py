@@ -5,7 +5,8 @@ compiled kernel up on every call; for kernels this small that is most of the eag
 spec_ops kernel is declared with ``spec_kernel``, which turns off value and alignment
 specialization for all runtime arguments, so the compiled kernel depends only on the argument
 dtypes and the constexprs. The launcher's own key carries exactly those, which makes it safe to
-call the cached compiled kernel's launcher directly on every call after the first.
+call the compiled kernel directly on every call after the first: on Triton 3.6 its C launch function
+itself, with device addresses for the tensors (see ``cached_launch``).
 
 On devices that support it (Hopper or newer, Triton with grid dependency control), kernels
 are launched with programmatic dependent launch (PDL): each one starts with
@@ -77,13 +78,13 @@ class Launcher:
     ``key`` must determine the compiled kernel: the dtypes of the pointer arguments and every
     constexpr value (runtime ints are annotated ``tl.int64`` in the kernels, so their values do
     not matter). ``args`` lists every kernel parameter in order, constexprs included, except
-    the trailing ``PDL``, which the launcher adds for the device.
+    the trailing ``PDL``, which the launcher adds for the device. Tensor arguments come first.
     """
 
     def __init__(self, kernel, num_warps=4):
         self.kernel = kernel
         self.num_warps = num_warps
-        self.compiled = {}
+        self.launches = {}      # (device index, num_warps, key) -> launch(grid, grid_y, args)
 
     def __call__(self, device_index, grid, key, args, num_warps=None, grid_y=1):
         if grid == 0 or grid_y == 0:
@@ -93,23 +94,75 @@ class Launcher:
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
             return
         cache_key = (device_index, num_warps, key)
-        compiled = self.compiled.get(cache_key)
-        if device_index != torch._C._cuda_getDevice():
-            with torch.cuda.device(device_index):
-                self._launch(compiled, cache_key, grid, grid_y, args, num_warps)
-        else:
-            self._launch(compiled, cache_key, grid, grid_y, args, num_warps)
-
-    def _launch(self, compiled, cache_key, grid, grid_y, args, num_warps):
-        device_index = cache_key[0]
-        pdl = supports_pdl(device_index)
-        if compiled is None:
-            # The first launch of a variant goes through Triton, which compiles (or loads from
-            # its disk cache) and hands back the compiled kernel.
-            options = {"launch_pdl": True} if pdl else {}
-            self.compiled[cache_key] = self.kernel[(grid, grid_y)](
-                *args, pdl, num_warps=num_warps, **options)
+        launch = self.launches.get(cache_key)
+        if launch is not None and device_index == torch._C._cuda_getDevice():
+            launch(grid, grid_y, args)
             return
-        stream = torch._C._cuda_getCurrentRawStream(device_index)
-        compiled.run(grid, grid_y, 1, stream, compiled.function, compiled.packed_metadata,
-                     None, None, None, *args, pdl)
+        with torch.cuda.device(device_index):
+            if launch is None:
+                self._first_launch(cache_key, grid, grid_y, args)
+            else:
+                launch(grid, grid_y, args)
+
+    def _first_launch(self, cache_key, grid, grid_y, args):
+        """The first launch of a variant goes through Triton, which compiles (or loads from its
+        disk cache) and hands back the compiled kernel; later launches call it directly."""
+        device_index, num_warps, _ = cache_key
+        pdl = supports_pdl(device_index)
+        options = {"launch_pdl": True} if pdl else {}
+        compiled = self.kernel[(grid, grid_y)](*args, pdl, num_warps=num_warps, **options)
+        self.launches[cache_key] = cached_launch(compiled, device_index, args, pdl)
+
+
+def leading_tensors(args):
+    """How many of ``args`` are tensors before the first non-tensor."""
+    count = 0
+    for arg in args:
+        if not isinstance(arg, torch.Tensor):
+            break
+        count += 1
+    return count
+
+
+def bare_launcher(run):
+    """The C launch function behind a compiled kernel's ``run``, when this Triton is one whose
+    argument order we know (3.6: grid, stream, function, cooperative, PDL, two scratch
+    buffers, metadata, hooks, kernel arguments) and the kernel needs no scratch memory; else
+    None. Calling it directly skips a Python frame that allocates scratch per launch."""
+    if not triton.__version__.startswith("3.6."):
+        return None
+    try:
+        parameters = list(inspect.signature(type(run).__call__).parameters)
+    except (TypeError, ValueError):
+        return None
+    if parameters != ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]:
+        return None
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    return getattr(run, "launch", None)
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+def cached_launch(compiled, device_index, args, pdl):
+    """``launch(grid, grid_y, args)`` for a compiled kernel: tensors go to Triton as device
+    addresses (the op validated their device), on the device's current stream."""
+    num_tensors = leading_tensors(args)
+    run = compiled.run
+    function, metadata = compiled.function, compiled.packed_metadata
+    current_stream = torch._C._cuda_getCurrentRawStream
+    c_launch = bare_launcher(run)
+    if c_launch is not None:
+        cooperative, launch_pdl = run.launch_cooperative_grid, run.launch_pdl
+
+        def launch(grid, grid_y, args):
+            c_launch(grid, grid_y, 1, current_stream(device_index), function, cooperative,
+                     launch_pdl, None, None, metadata, None, None, None,
+                     *map(_data_ptr, args[:num_tensors]), *args[num_tensors:], pdl)
+    else:
+        def launch(grid, grid_y, args):
+            run(grid, grid_y, 1, current_stream(device_index), function, metadata, None, None,
+                None, *map(_data_ptr, args[:num_tensors]), *args[num_tensors:], pdl)
+    launch.direct = c_launch is not None
+    return launch

@@ -9,6 +9,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from . import validation
+
 LIBRARY = torch.library.Library("spec_ops", "DEF")
 
 
@@ -21,14 +23,17 @@ class OpKernels(NamedTuple):
 
 
 KERNELS: dict = {}
+VERIFIED: dict = {}     # op name -> its VerifiedMetadata
 
 
 def define(schema, check, cuda_kernel, cpu_kernel):
     """Define an op from its SPEC schema and register its CUDA and CPU kernels.
 
-    ``check(*args)`` validates the op's arguments and returns the extra sizes it derived; each
-    kernel is called as ``kernel(*args, *extras)``, after the check, so nothing launches on
-    bad input. (The dispatcher leaves out trailing arguments equal to their schema default,
+    ``check(*args, verified=...)`` validates the op's arguments and returns the extra sizes it
+    derived; each kernel is called as ``kernel(*args, *extras)``, after the check, so nothing
+    launches on bad input. ``verified`` says that the required tensor arguments match the
+    metadata of an earlier valid call (``VerifiedMetadata``), so only their sizes need
+    checking. (The dispatcher leaves out trailing arguments equal to their schema default,
     so such parameters keep their default in the Python signatures too.)
     """
     name = schema[: schema.index("(")]
@@ -36,14 +41,23 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     # SymInt argument called twice (torch 2.13: decompose_auto_functionalized asserts). The
     # kernels validate strides themselves, so a fixed stride order is all they need.
     LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
+    op = getattr(torch.ops.spec_ops, name).default
+    verified = validation.VerifiedMetadata(
+        [i for i, argument in enumerate(op._schema.arguments)
+         if isinstance(argument.type, torch.TensorType)])
 
-    def cuda(*args):
-        return cuda_kernel(*args, *check(*args))
+    def checked(kernel):
+        def run(*args):
+            if verified(args):
+                return kernel(*args, *check(*args, verified=True))
+            extras = check(*args)
+            verified.remember(args)
+            return kernel(*args, *extras)
+        return run
 
-    def cpu(*args):
-        return cpu_kernel(*args, *check(*args))
-
+    cuda, cpu = checked(cuda_kernel), checked(cpu_kernel)
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
     KERNELS[name] = OpKernels(cuda, cpu)
-    return getattr(torch.ops.spec_ops, name).default
+    VERIFIED[name] = verified
+    return op

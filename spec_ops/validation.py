@@ -6,6 +6,8 @@ expected, and returns the tuple of extra sizes its kernels take after the op's o
 arguments, so those are computed in exactly one place.
 """
 
+import operator
+
 import torch
 
 from ._triton import UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS
@@ -15,53 +17,60 @@ MASK_DTYPES = (torch.bool, torch.bool)     # two entries, like INDEX_DTYPES: see
 _DTYPE_NAMES = {INDEX_DTYPES: "int32 or int64", MASK_DTYPES: "bool"}
 EXACT, AT_LEAST = True, False
 
-# These run on every eager call, so each tensor costs one call that reads dtype, shape,
-# contiguity and device once each (positional arguments, identity comparisons): the eager
-# overhead of an op is a measured target.
+try:        # dynamo's C++ tensor-metadata guard; without it every call takes the full check
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:
+    TensorGuards = None
+
+# These run on every eager call, and the eager overhead of an op is a measured target. So each
+# op's tensors are first matched against the metadata of earlier valid calls in one C++ call
+# (``VerifiedMetadata``); on a match the checks pass ``device=None`` and only sizes are read.
 
 
 def vector(op, name, t, device, length, what, exact=AT_LEAST, dtypes=INDEX_DTYPES):
     """A 1-D tensor of ``dtypes`` on ``device`` with unit stride and ``length`` entries
-    (at least ``length`` unless ``exact``); returns its length."""
-    dtype = t.dtype
-    if dtype is not dtypes[0] and dtype is not dtypes[1]:
-        raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
-    shape = t.shape
-    if len(shape) != 1:
-        raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(shape)}")
-    size = shape[0]
-    if size > 1 and not t.is_contiguous():
-        raise ValueError(f"spec_ops.{op}: {name} must have unit stride, got stride {t.stride(0)}")
+    (at least ``length`` unless ``exact``); returns its length. ``device`` None means the
+    caller has verified the metadata already (see ``VerifiedMetadata``): only the length is
+    checked."""
+    if device is not None:
+        dtype = t.dtype
+        if dtype is not dtypes[0] and dtype is not dtypes[1]:
+            raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
+        if t.dim() != 1:
+            raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(
+                f"spec_ops.{op}: {name} must have unit stride, got stride {t.stride(0)}")
+        if t.device != device:
+            _device_error(op, name, t, device)
+    size = t.numel()
     if size < length or (exact and size != length):
         raise ValueError(f"spec_ops.{op}: {name} must have {'' if exact else 'at least '}"
                          f"{what} = {length} entries, got {size}")
-    if t.device != device:
-        _device_error(op, name, t, device)
     return size
 
 
 def matrix(op, name, t, device, min_rows, min_cols, what):
     """A 2-D int tensor on ``device``, unit stride along the last dim, rows not overlapping,
-    at least [min_rows, min_cols]; returns its shape."""
-    dtype = t.dtype
-    if dtype is not torch.int32 and dtype is not torch.int64:
-        raise TypeError(f"spec_ops.{op}: {name} must be int32 or int64, got {dtype}")
-    shape = t.shape
-    if len(shape) != 2:
-        raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(shape)}")
-    rows, cols = shape
-    row_stride, col_stride = t.stride()
-    if cols > 1 and col_stride != 1:
-        raise ValueError(f"spec_ops.{op}: {name} must have unit stride along its last dim, "
-                         f"got strides {(row_stride, col_stride)}")
-    if rows > 1 and row_stride < cols:
+    at least [min_rows, min_cols]; returns its shape. ``device`` None: as in ``vector``."""
+    if device is not None:
+        dtype = t.dtype
+        if dtype is not torch.int32 and dtype is not torch.int64:
+            raise TypeError(f"spec_ops.{op}: {name} must be int32 or int64, got {dtype}")
+        if t.dim() != 2:
+            raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.shape[1] > 1 and t.stride(1) != 1:
+            raise ValueError(f"spec_ops.{op}: {name} must have unit stride along its last dim, "
+                             f"got strides {t.stride()}")
+        if t.device != device:
+            _device_error(op, name, t, device)
+    rows, cols = t.shape
+    if rows > 1 and t.stride()[0] < cols:
         raise ValueError(
-            f"spec_ops.{op}: {name} rows overlap: row stride {row_stride} < {cols} columns")
+            f"spec_ops.{op}: {name} rows overlap: row stride {t.stride()[0]} < {cols} columns")
     if rows < min_rows or cols < min_cols:
         raise ValueError(f"spec_ops.{op}: {name} must be at least [{min_rows}, {min_cols}] "
-                         f"({what}), got {list(shape)}")
-    if t.device != device:
-        _device_error(op, name, t, device)
+                         f"({what}), got {[rows, cols]}")
     return rows, cols
 
 
@@ -75,12 +84,51 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
 
 
+class VerifiedMetadata:
+    """The tensor metadata of an op's earlier valid calls, matched in one C++ call.
+
+    After a call passes its full check, its required tensor arguments are remembered as a
+    dynamo ``TensorGuards``: Python type, dispatch keys, dtype, device, rank and a unit last
+    stride, with sizes and other strides left free. A later call whose tensors match one of
+    the few remembered sets has per-tensor metadata its check already accepted, so the check
+    runs with ``verified=True`` and reads sizes only. Anything else takes the full check.
+    """
+
+    MAX_REMEMBERED = 4
+
+    def __init__(self, tensor_positions):
+        assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
+        self.tensors = operator.itemgetter(*tensor_positions)
+        self.guards = []
+
+    def __call__(self, args):
+        """Whether the tensors of ``args`` match a remembered valid call."""
+        tensors = self.tensors(args)
+        for guard in self.guards:
+            if guard.check(*tensors):
+                return True
+        return False
+
+    def remember(self, args):
+        """Remember the tensors of ``args``, which passed the full check."""
+        if TensorGuards is None:
+            return
+        tensors = self.tensors(args)
+        try:
+            guard = TensorGuards(
+                *tensors, dynamic_dims_sizes=[[None] * t.dim() for t in tensors],
+                dynamic_dims_strides=[[None] * (t.dim() - 1) + [1] for t in tensors])
+        except (TypeError, RuntimeError):       # a tensor type the guards do not take
+            return
+        self.guards = [guard, *self.guards[:self.MAX_REMEMBERED - 1]]
+
+
 # --- one check per op ----------------------------------------------------------------------
 
 def _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                           next_token_ids, valid_sampled_tokens_count, vocab_size):
+                           next_token_ids, valid_sampled_tokens_count, vocab_size, verified):
     """SPEC 1.1's arguments; returns (num_reqs, device)."""
-    device = sampled_token_ids.device
+    device = None if verified else sampled_token_ids.device
     num_reqs, _ = matrix(op, "sampled_token_ids", sampled_token_ids, device, 0, 1,
                          "num_reqs, K + 1 >= 1")
     vector(op, "discard_request_mask", discard_request_mask, device, num_reqs, "num_reqs",
@@ -105,18 +153,19 @@ def _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indi
 
 def check_eagle_prepare_next_token_padded(sampled_token_ids, discard_request_mask,
                                           backup_next_token_ids, next_token_ids,
-                                          valid_sampled_tokens_count, vocab_size):
+                                          valid_sampled_tokens_count, vocab_size, *,
+                                          verified=False):
     _check_next_token_args("eagle_prepare_next_token_padded", sampled_token_ids,
                            discard_request_mask, backup_next_token_ids, next_token_ids,
-                           valid_sampled_tokens_count, vocab_size)
+                           valid_sampled_tokens_count, vocab_size, verified)
     return ()
 
 
 def check_eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                       query_start_loc, token_indices_to_sample,
-                                      num_rejected_tokens):
+                                      num_rejected_tokens, *, verified=False):
     op = "eagle_prepare_inputs_padded"
-    device = cu_num_draft_tokens.device
+    device = None if verified else cu_num_draft_tokens.device
     num_reqs = vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, 0, "")
     vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
            "num_reqs")
@@ -129,11 +178,11 @@ def check_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                       backup_next_token_ids, cu_num_draft_tokens,
                                       query_start_loc, next_token_ids,
                                       valid_sampled_tokens_count, token_indices_to_sample,
-                                      num_rejected_tokens, vocab_size):
+                                      num_rejected_tokens, vocab_size, *, verified=False):
     op = "prepare_padded_draft_inputs"
     num_reqs, device = _check_next_token_args(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
-        valid_sampled_tokens_count, vocab_size)
+        valid_sampled_tokens_count, vocab_size, verified)
     vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
     _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
                                num_rejected_tokens)
@@ -146,11 +195,12 @@ def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_
                                        out_hidden_state_mapping, query_start_loc,
                                        query_end_loc, padding_token_id,
                                        parallel_drafting_token_id,
-                                       num_padding_slots_per_request, shift_input_ids):
+                                       num_padding_slots_per_request, shift_input_ids, *,
+                                       verified=False):
     """Extra: the number of outputs the op writes at most."""
     op = "copy_and_expand_eagle_inputs"
     at_least(op, "num_padding_slots_per_request", num_padding_slots_per_request, 1)
-    device = target_token_ids.device
+    device = None if verified else target_token_ids.device
     num_input = vector(op, "target_token_ids", target_token_ids, device, 0, "")
     vector(op, "target_positions", target_positions, device, num_input,
            "target_token_ids.shape[0]", EXACT)
@@ -179,7 +229,8 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
                                         out_context_slot_mapping, out_query_slot_mapping,
                                         out_token_indices, block_table, query_start_loc,
                                         num_rejected_tokens, parallel_drafting_token_id,
-                                        block_size, num_query_per_req, num_speculative_tokens):
+                                        block_size, num_query_per_req, num_speculative_tokens,
+                                        *, verified=False):
     op = "copy_and_expand_dflash_inputs"
     at_least(op, "block_size", block_size, 1)
     at_least(op, "num_query_per_req", num_query_per_req, 1)
@@ -188,7 +239,7 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
             f"spec_ops.{op}: num_speculative_tokens must be >= num_query_per_req - 1 = "
             f"{num_query_per_req - 1} (query q >= 1 of request r writes token index "
             f"r * num_speculative_tokens + q - 1), got {num_speculative_tokens}")
-    device = next_token_ids.device
+    device = None if verified else next_token_ids.device
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_context = vector(op, "target_positions", target_positions, device, 0, "")
     num_queries = num_reqs * num_query_per_req
@@ -205,8 +256,9 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
            num_reqs * num_speculative_tokens, "num_reqs * num_speculative_tokens")
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
            "num_reqs, >= 1 block when num_reqs > 0")
-    if num_rejected_tokens is not None:
-        vector(op, "num_rejected_tokens", num_rejected_tokens, device, num_reqs, "num_reqs")
+    if num_rejected_tokens is not None:      # optional, so never among the verified tensors
+        vector(op, "num_rejected_tokens", num_rejected_tokens, next_token_ids.device, num_reqs,
+               "num_reqs")
     return ()
 
 
@@ -216,11 +268,11 @@ def padded_rows(positions, input_batch_size):
 
 
 def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model_len,
-                     input_batch_size):
+                     input_batch_size, verified):
     """Returns (num_reqs, padded rows, device)."""
     at_least(op, "block_size", block_size, 1)
     at_least(op, "max_model_len", max_model_len, 1)
-    device = positions.device
+    device = None if verified else positions.device
     num_reqs = vector(op, "positions", positions, device, 0, "")
     padded = padded_rows(positions, input_batch_size)
     at_least(op, "input_batch_size", padded, num_reqs)
@@ -233,10 +285,12 @@ def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model
 def check_eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens,
                                                       block_size, max_model_len,
                                                       out_clamped_positions, out_slot_mapping,
-                                                      input_batch_size=None):
+                                                      input_batch_size=None, *,
+                                                      verified=False):
     op = "eagle_step_update_slot_mapping_and_metadata"
     num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
-                                                block_size, max_model_len, input_batch_size)
+                                                block_size, max_model_len, input_batch_size,
+                                                verified)
     vector(op, "out_clamped_positions", out_clamped_positions, device, num_reqs, "num_reqs")
     vector(op, "out_slot_mapping", out_slot_mapping, device, padded, "input_batch_size")
     return ()
@@ -244,11 +298,13 @@ def check_eagle_step_update_slot_mapping_and_metadata(positions, block_table, se
 
 def check_eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_size,
                                         max_model_len, num_steps, out_positions,
-                                        out_slot_mapping, out_seq_lens, input_batch_size=None):
+                                        out_slot_mapping, out_seq_lens, input_batch_size=None,
+                                        *, verified=False):
     op = "eagle_multi_step_slot_mapping"
     at_least(op, "num_steps", num_steps, 0)
     num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
-                                                block_size, max_model_len, input_batch_size)
+                                                block_size, max_model_len, input_batch_size,
+                                                verified)
     matrix(op, "out_positions", out_positions, device, num_steps, num_reqs,
            "num_steps, num_reqs")
     matrix(op, "out_slot_mapping", out_slot_mapping, device, num_steps, padded,
@@ -260,10 +316,11 @@ def check_eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_
 def check_update_num_computed_tokens_for_batch_change(num_computed_tokens, num_accepted_tokens,
                                                       prev_positions, valid_sampled_token_count,
                                                       prev_num_draft_tokens,
-                                                      cpu_num_computed_tokens):
+                                                      cpu_num_computed_tokens, *,
+                                                      verified=False):
     """Extra: how many previous-batch rows a prev_positions entry may point at."""
     op = "update_num_computed_tokens_for_batch_change"
-    device = num_computed_tokens.device
+    device = None if verified else num_computed_tokens.device
     num_rows = vector(op, "prev_positions", prev_positions, device, 0, "")
     if num_rows > UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS:
         raise ValueError(
@@ -287,12 +344,12 @@ def empty_slot_mapping(new_positions):
 
 def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                    is_rejected_token_mask, block_size, num_new_tokens,
-                                   max_model_len):
+                                   max_model_len, *, verified=False):
     op = "compute_new_slot_mapping"
     at_least(op, "block_size", block_size, 1)
     at_least(op, "num_new_tokens", num_new_tokens, 0)
     at_least(op, "max_model_len", max_model_len, 1)
-    device = block_table.device
+    device = None if verified else block_table.device
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_entries = vector(op, "new_positions", new_positions, device, 0, "")
     vector(op, "is_rejected_token_mask", is_rejected_token_mask, device, num_entries,

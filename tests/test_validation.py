@@ -29,7 +29,9 @@ def all_cases(select):
 
 
 def assert_rejected(op, args, error, name, backend, fragment=""):
-    """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched."""
+    """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched, also
+    right after a valid call (whose tensor metadata the op then remembers as verified)."""
+    call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
     placed = place(args, backend)
     before = [placed[i].clone() for i in written_arg_indices(op)]
     with pytest.raises(error, match=rf"spec_ops\.{op}: .*{name}.*{fragment}"):
@@ -178,3 +180,24 @@ def test_update_num_computed_tokens_row_limit():
     with pytest.raises(ValueError, match=f"prev_positions has {n} rows; at most {max_rows}"):
         op_overload("update_num_computed_tokens_for_batch_change")(
             rows.clone(), rows.clone(), rows - 1, rows, rows, rows)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", OPS)
+def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
+    """After a valid call, a call with the same tensor metadata (sizes free) is verified in one
+    C++ call; a different dtype, rank, stride or device is not, and takes the full check."""
+    from spec_ops._library import VERIFIED
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    call(op, place(args, backend), backend)
+    verified = VERIFIED[op]
+    assert verified(place(args, backend))
+    index, _ = tensor_args(op)[0]
+    placed = place(args, backend)
+    first = placed[index]
+    assert verified(replaced(placed, index, first[:1])), "sizes are not remembered"
+    other_dtype = torch.int64 if first.dtype == torch.int32 else torch.int32
+    strided = (first.repeat_interleave(2)[::2] if first.dim() == 1
+               else first.t().contiguous().t())
+    for changed in (first.to(other_dtype), first[None], strided, first.to("meta")):
+        assert not verified(replaced(placed, index, changed)), changed
