@@ -26,6 +26,7 @@ import triton
 
 import spec_ops
 from spec_ops import validation
+from spec_ops._library import KERNELS
 from spec_ops._triton import draft_step
 from spec_ops._triton._launch import Launcher, supports_pdl
 
@@ -55,14 +56,10 @@ def step_inputs(num_reqs):
     return positions, block_table, seq_lens, 16, 4096, clamped, slots, None
 
 
-def validate_and_launch(positions, block_table, seq_lens, block_size, max_model_len,
-                        out_clamped_positions, out_slot_mapping, input_batch_size=None):
-    validation.check_eagle_step_update_slot_mapping_and_metadata(
-        positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
-        out_slot_mapping, input_batch_size)
-    draft_step.launch_step(positions, block_table, seq_lens, block_size, max_model_len,
-                           out_clamped_positions, out_slot_mapping,
-                           validation.padded_rows(positions, input_batch_size))
+def validate_and_launch(*args):
+    """What the library route's CUDA kernel runs: the check (metadata verified in one call
+    after the first) and the cached launch."""
+    KERNELS["eagle_step_update_slot_mapping_and_metadata"].triton(*args)
 
 
 @torch.library.custom_op("spec_ops_bench::step_custom_op",

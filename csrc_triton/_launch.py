@@ -5,8 +5,8 @@ compiled kernel up on every call; for kernels this small that is most of the eag
 spec_ops kernel is declared with ``spec_kernel``, which turns off value and alignment
 specialization for all runtime arguments, so the compiled kernel depends only on the argument
 dtypes and the constexprs. The launcher's own key carries exactly those, which makes it safe to
-call the compiled kernel directly on every call after the first: on Triton 3.6 its C launch function
-itself, with device addresses for the tensors (see ``cached_launch``).
+call the compiled kernel directly on every call after the first: on Triton 3.6 its C launch
+function itself, with device addresses for the tensors (see ``cached_launch``).
 
 On devices that support it (Hopper or newer, Triton with grid dependency control), kernels
 are launched with programmatic dependent launch (PDL): each one starts with
@@ -75,10 +75,11 @@ def spec_kernel(fn):
 class Launcher:
     """Launches one kernel over a 1-D or 2-D grid.
 
-    ``key`` must determine the compiled kernel: the dtypes of the pointer arguments and every
-    constexpr value (runtime ints are annotated ``tl.int64`` in the kernels, so their values do
-    not matter). ``args`` lists every kernel parameter in order, constexprs included, except
-    the trailing ``PDL``, which the launcher adds for the device. Tensor arguments come first.
+    ``key`` must determine the compiled kernel: the dtypes of the pointer arguments (through
+    the op's variant, see ``spec_ops.validation.VerifiedMetadata``) and every constexpr value
+    (runtime ints are annotated ``tl.int64`` in the kernels, so their values do not matter).
+    ``args`` lists every kernel parameter in order, constexprs included, except the trailing
+    ``PDL``, which the launcher adds for the device. Tensor arguments come first.
     """
 
     def __init__(self, kernel, num_warps=4):

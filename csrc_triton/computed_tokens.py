@@ -45,14 +45,11 @@ _update_num_computed_tokens = Launcher(_update_num_computed_tokens_kernel)
 
 def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, prev_positions,
                                       valid_sampled_token_count, prev_num_draft_tokens,
-                                      cpu_num_computed_tokens, num_prev_rows):
+                                      cpu_num_computed_tokens, num_prev_rows, *, variant):
     num_rows = prev_positions.shape[0]
     block = max(next_power_of_2(num_rows), 128)
     _update_num_computed_tokens(
-        prev_positions.get_device(), 1,
-        (num_computed_tokens.dtype, num_accepted_tokens.dtype, prev_positions.dtype,
-         valid_sampled_token_count.dtype, prev_num_draft_tokens.dtype,
-         cpu_num_computed_tokens.dtype, block),
+        prev_positions.get_device(), 1, (variant, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, num_rows, num_prev_rows, block),
         num_warps=min(max(block // 32, 4), 32))

@@ -86,7 +86,8 @@ def launch_copy_and_expand_dflash_inputs(
         next_token_ids, target_positions, out_input_ids, out_context_positions,
         out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
         out_token_indices, block_table, query_start_loc, num_rejected_tokens,
-        parallel_drafting_token_id, block_size, num_query_per_req, num_speculative_tokens):
+        parallel_drafting_token_id, block_size, num_query_per_req, num_speculative_tokens, *,
+        variant):
     num_reqs = query_start_loc.shape[0] - 1
     num_context = target_positions.shape[0]
     has_rejected = num_rejected_tokens is not None
@@ -94,14 +95,11 @@ def launch_copy_and_expand_dflash_inputs(
     block_q = next_power_of_2(num_query_per_req)
     _copy_and_expand_dflash_inputs(
         target_positions.get_device(), num_reqs,
-        (next_token_ids.dtype, target_positions.dtype, out_input_ids.dtype,
-         out_context_positions.dtype, out_query_positions.dtype, out_context_slot_mapping.dtype,
-         out_query_slot_mapping.dtype, out_token_indices.dtype, block_table.dtype,
-         query_start_loc.dtype, rejected.dtype, has_rejected, block_size, block_q),
+        (variant, rejected.dtype, has_rejected, block_size, block_q),
         (next_token_ids, target_positions, out_input_ids, out_context_positions,
          out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
          out_token_indices, block_table, query_start_loc, rejected, num_context,
-         block_table.stride(0), block_table.shape[1], parallel_drafting_token_id,
+         block_table.stride()[0], block_table.shape[1], parallel_drafting_token_id,
          num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q,
          PER_REQUEST_BLOCK),
         grid_y=num_chunks(num_context, num_reqs))

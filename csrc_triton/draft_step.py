@@ -86,24 +86,20 @@ _multi_step = Launcher(_multi_step_kernel)
 
 
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
-                out_clamped_positions, out_slot_mapping, input_batch_size):
+                out_clamped_positions, out_slot_mapping, input_batch_size, variant):
     _step(
-        positions.get_device(), cdiv(input_batch_size, BLOCK_R),
-        (positions.dtype, block_table.dtype, seq_lens.dtype, out_clamped_positions.dtype,
-         out_slot_mapping.dtype, block_size),
+        positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
-         positions.shape[0], input_batch_size, block_table.stride(0), block_table.shape[1],
+         positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
          max_model_len, block_size, BLOCK_R))
 
 
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
+                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size, variant):
     _multi_step(
-        positions.get_device(), cdiv(input_batch_size, BLOCK_R),
-        (positions.dtype, block_table.dtype, seq_lens.dtype, out_positions.dtype,
-         out_slot_mapping.dtype, out_seq_lens.dtype, block_size),
+        positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
-         positions.shape[0], input_batch_size, block_table.stride(0), block_table.shape[1],
-         max_model_len, out_positions.stride(0), out_slot_mapping.stride(0),
-         out_seq_lens.stride(0), block_size, BLOCK_R),
+         positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
+         max_model_len, out_positions.stride()[0], out_slot_mapping.stride()[0],
+         out_seq_lens.stride()[0], block_size, BLOCK_R),
         grid_y=num_steps)

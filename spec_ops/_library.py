@@ -33,8 +33,9 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     derived; each kernel is called as ``kernel(*args, *extras)``, after the check, so nothing
     launches on bad input. ``verified`` says that the required tensor arguments match the
     metadata of an earlier valid call (``VerifiedMetadata``), so only their sizes need
-    checking. (The dispatcher leaves out trailing arguments equal to their schema default,
-    so such parameters keep their default in the Python signatures too.)
+    checking. The CUDA kernel also gets ``variant=``, a small int naming the dtypes of those
+    tensors, for its launch key. (The dispatcher leaves out trailing arguments equal to their
+    schema default, so such parameters keep their default in the Python signatures too.)
     """
     name = schema[: schema.index("(")]
     # Custom ops default to needs_exact_strides, whose Inductor path fails on mutable ops with a
@@ -46,16 +47,23 @@ def define(schema, check, cuda_kernel, cpu_kernel):
         [i for i, argument in enumerate(op._schema.arguments)
          if isinstance(argument.type, torch.TensorType)])
 
-    def checked(kernel):
-        def run(*args):
-            if verified(args):
-                return kernel(*args, *check(*args, verified=True))
+    def cuda(*args):
+        variant = verified(args)
+        if variant is None:
+            extras = check(*args)
+            variant = verified.remember(args)
+        else:
+            extras = check(*args, verified=True)
+        return cuda_kernel(*args, *extras, variant=variant)
+
+    def cpu(*args):
+        if verified(args) is None:
             extras = check(*args)
             verified.remember(args)
-            return kernel(*args, *extras)
-        return run
+        else:
+            extras = check(*args, verified=True)
+        return cpu_kernel(*args, *extras)
 
-    cuda, cpu = checked(cuda_kernel), checked(cpu_kernel)
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
     KERNELS[name] = OpKernels(cuda, cpu)

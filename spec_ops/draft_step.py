@@ -25,10 +25,10 @@ def _advance(block_table, positions, seq_lens, block_size, max_model_len):
 # --- 1.5 eagle_step_update_slot_mapping_and_metadata ---------------------------------------
 
 def _step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
-               out_clamped_positions, out_slot_mapping, input_batch_size=None):
+               out_clamped_positions, out_slot_mapping, input_batch_size=None, *, variant):
     launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping,
-                validation.padded_rows(positions, input_batch_size))
+                validation.padded_rows(positions, input_batch_size), variant)
 
 
 def _step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
@@ -67,10 +67,11 @@ def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens
 # --- 5.2 eagle_multi_step_slot_mapping -----------------------------------------------------
 
 def _multi_step_cuda(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None):
+                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None, *,
+                     variant):
     launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens,
-                      validation.padded_rows(positions, input_batch_size))
+                      validation.padded_rows(positions, input_batch_size), variant)
 
 
 def _multi_step_cpu(positions, block_table, seq_lens, block_size, max_model_len, num_steps,

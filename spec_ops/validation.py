@@ -92,35 +92,44 @@ class VerifiedMetadata:
     stride, with sizes and other strides left free. A later call whose tensors match one of
     the few remembered sets has per-tensor metadata its check already accepted, so the check
     runs with ``verified=True`` and reads sizes only. Anything else takes the full check.
+
+    Each remembered set also names its tensors' dtypes with a small int, the *variant*, which
+    the CUDA kernels use in place of the dtypes in their launch keys.
     """
 
     MAX_REMEMBERED = 4
 
     def __init__(self, tensor_positions):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
+        self.positions = tuple(tensor_positions)
         self.tensors = operator.itemgetter(*tensor_positions)
-        self.guards = []
+        self.guards = []        # (guard, variant), most recent first
+        self.variants = {}      # dtypes of the tensors -> variant
 
     def __call__(self, args):
-        """Whether the tensors of ``args`` match a remembered valid call."""
+        """The variant of ``args`` if its tensors match a remembered valid call, else None."""
         tensors = self.tensors(args)
-        for guard in self.guards:
+        for guard, variant in self.guards:
             if guard.check(*tensors):
-                return True
-        return False
+                return variant
+        return None
 
     def remember(self, args):
-        """Remember the tensors of ``args``, which passed the full check."""
-        if TensorGuards is None:
-            return
+        """Remember the tensors of ``args``, which passed the full check; returns their
+        variant."""
         tensors = self.tensors(args)
+        dtypes = tuple(t.dtype for t in tensors)
+        variant = self.variants.setdefault(dtypes, len(self.variants))
+        if TensorGuards is None:
+            return variant
         try:
             guard = TensorGuards(
                 *tensors, dynamic_dims_sizes=[[None] * t.dim() for t in tensors],
                 dynamic_dims_strides=[[None] * (t.dim() - 1) + [1] for t in tensors])
         except (TypeError, RuntimeError):       # a tensor type the guards do not take
-            return
-        self.guards = [guard, *self.guards[:self.MAX_REMEMBERED - 1]]
+            return variant
+        self.guards = [(guard, variant), *self.guards[:self.MAX_REMEMBERED - 1]]
+        return variant
 
 
 # --- one check per op ----------------------------------------------------------------------

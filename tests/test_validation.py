@@ -188,16 +188,21 @@ def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
     """After a valid call, a call with the same tensor metadata (sizes free) is verified in one
     C++ call; a different dtype, rank, stride or device is not, and takes the full check."""
     from spec_ops._library import VERIFIED
+    from spec_ops.validation import VerifiedMetadata
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     call(op, place(args, backend), backend)
-    verified = VERIFIED[op]
-    assert verified(place(args, backend))
+    assert VERIFIED[op](place(args, backend)) is not None, "a valid call is remembered"
+    verified = VerifiedMetadata(VERIFIED[op].positions)
+    variant = verified.remember(place(args, backend))
+    assert verified(place(args, backend)) == variant
     index, _ = tensor_args(op)[0]
     placed = place(args, backend)
     first = placed[index]
-    assert verified(replaced(placed, index, first[:1])), "sizes are not remembered"
+    assert verified(replaced(placed, index, first[:1])) == variant, "sizes are not remembered"
     other_dtype = torch.int64 if first.dtype == torch.int32 else torch.int32
     strided = (first.repeat_interleave(2)[::2] if first.dim() == 1
                else first.t().contiguous().t())
     for changed in (first.to(other_dtype), first[None], strided, first.to("meta")):
-        assert not verified(replaced(placed, index, changed)), changed
+        assert verified(replaced(placed, index, changed)) is None, changed
+    # Another dtype is another variant: the CUDA kernels key their compiled code by it.
+    assert verified.remember(replaced(placed, index, first.to(other_dtype))) != variant
