@@ -11,9 +11,16 @@ eager call on CUDA (back-to-back calls, synchronized around each batch, median o
   cached       the launcher's cached launch of the compiled kernel: the launch path the library
                route takes after validating
 
-Prints a table and writes benchmarks/results/bench_registration.json (and to $OUT when set).
+Then, for every op at R = 64 (bench_ops' inputs), where an eager call's host time goes, the
+parts timed in turn within each repeat: the whole op; the dispatcher alone (a no-op Python
+kernel behind the same schema); the metadata match (VerifiedMetadata); the op's check on
+verified metadata and in full; the cached launch; and the raw Triton launch for scale.
+
+Prints both tables and writes benchmarks/results/bench_registration.json (and to $OUT when
+set).
 """
 
+import functools
 import json
 import os
 import statistics
@@ -26,7 +33,7 @@ import triton
 
 import spec_ops
 from spec_ops import validation
-from spec_ops._library import KERNELS
+from spec_ops._library import KERNELS, VERIFIED
 from spec_ops._triton import draft_step
 from spec_ops._triton._launch import Launcher, supports_pdl
 
@@ -105,6 +112,42 @@ def recorded_launch(args):
     return seen[0]
 
 
+def breakdown():
+    """{op label: {part: host µs}} at R = 64, the parts interleaved within each repeat."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_ops
+
+    library = torch.library.Library("spec_ops_breakdown", "DEF")
+    parts = {}
+    for op in bench_ops.OPS:
+        state = bench_ops._fresh(op.inputs(64, bench_ops.K + 1, torch.Generator().manual_seed(5)),
+                                 "cuda")
+        args = bench_ops._op_args(op.name, state)
+        launches = []
+        with bench_ops._recording_launches(launches):
+            getattr(torch.ops.spec_ops, op.name).default(*args)
+        schema = str(getattr(torch.ops.spec_ops, op.name).default._schema).split("::", 1)[1]
+        library.define(schema)
+        result = torch.empty(1, dtype=torch.int64, device="cuda")
+        library.impl(op.name, (lambda *a, result=result: result) if "-> Tensor" in schema
+                     else (lambda *a: None), "CUDA")
+        check, verified = getattr(validation, "check_" + op.name), VERIFIED[op.name]
+        fns = {
+            "op": functools.partial(getattr(torch.ops.spec_ops, op.name).default, *args),
+            "dispatcher": functools.partial(getattr(torch.ops.spec_ops_breakdown, op.name).default,
+                                            *args),
+            "metadata match": functools.partial(verified, args),
+            "check, verified": functools.partial(check, *args, verified=True),
+            "check, full": functools.partial(check, *args),
+            "cached launch": launches[0].fast(),
+            "raw triton": launches[0].raw(),
+        }
+        if op.unfused:
+            fns["unfused"] = functools.partial(op.unfused, *args)
+        parts[op.label] = bench_ops.host_us(fns)
+    return parts
+
+
 def main():
     rows = []
     for num_reqs in (1, 1024):
@@ -134,8 +177,18 @@ def main():
     for row in rows:
         print(f"{row['num_reqs']:>5}  {row['route']:<26}{row['host_us']:>9.2f}  "
               f"{row['vs_raw_triton']:>12.2f}")
+    parts = breakdown()
+    names = ["op", "dispatcher", "metadata match", "check, verified", "check, full",
+             "cached launch", "raw triton", "unfused"]
+    print("\nwhere an eager call's host µs go (R = 64; the parts overlap: op = dispatcher + "
+          "metadata match + check + launch + glue)")
+    print(f"{'op':<5}" + "".join(f"{name:>16}" for name in names))
+    for label, times in parts.items():
+        print(f"{label:<5}" + "".join(f"{times.get(name, float('nan')):>16.2f}"
+                                      for name in names))
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows}
+              "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows,
+              "breakdown_r64": parts}
     for folder in filter(None, (Path(__file__).resolve().parent / "results",
                                 os.environ.get("OUT"))):
         Path(folder).mkdir(parents=True, exist_ok=True)
