@@ -47,14 +47,15 @@ def define(schema, check, cuda_kernel, cpu_kernel):
         [i for i, argument in enumerate(op._schema.arguments)
          if isinstance(argument.type, torch.TensorType)])
 
+    tensors_of = verified.tensors
+
     def cuda(*args):
-        variant = verified(args)
-        if variant is None:
-            extras = check(*args)
-            variant = verified.remember(args)
-        else:
-            extras = check(*args, verified=True)
-        return cuda_kernel(*args, *extras, variant=variant)
+        tensors = tensors_of(args)
+        for guard, variant in verified.guards:       # verified(args), inlined: the hot path
+            if guard.check(*tensors):
+                return cuda_kernel(*args, *check(*args, verified=True), variant=variant)
+        extras = check(*args)
+        return cuda_kernel(*args, *extras, variant=verified.remember(args))
 
     def cpu(*args):
         if verified(args) is None:
