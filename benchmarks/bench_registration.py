@@ -1,7 +1,8 @@
 """Which registration route costs least per eager call? (issue #2: the op boundary)
 
 The same SPEC 1.5 step kernel, same validation, behind four boundaries, timed as host µs per
-eager call on CUDA (back-to-back calls, synchronized around each batch, median of repeats):
+eager call on CUDA (back-to-back calls, synchronized around each batch, the routes taking
+turns within each repeat, median of repeats):
 
   library      torch.library.Library define/impl, called as torch.ops.spec_ops.<op>.default
                (what spec_ops ships); also through the spec_ops.<op> Python function
@@ -37,21 +38,26 @@ from spec_ops._library import KERNELS, VERIFIED
 from spec_ops._triton import draft_step
 from spec_ops._triton._launch import Launcher, supports_pdl
 
-CALLS, REPEATS = 2000, 9
+CALLS, REPEATS = 500, 15
 
 
-def host_us(fn):
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(CALLS):
+def host_us(fns):
+    """{name: host µs per call}: each repeat times every route in turn (CALLS back-to-back
+    calls, synchronized around them), so drift of the host's speed hits all routes alike;
+    median over the repeats."""
+    for fn in fns.values():
+        for _ in range(20):
             fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / CALLS * 1e6)
-    return statistics.median(samples)
+    samples = {name: [] for name in fns}
+    for _ in range(REPEATS):
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / CALLS * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def step_inputs(num_reqs):
@@ -169,7 +175,7 @@ def main():
                 *kernel_args, num_warps=num_warps, **options),
             "cached launch": lambda: cached(grid, 1, launch_args),
         }
-        times = {name: host_us(fn) for name, fn in routes.items()}
+        times = host_us(routes)
         for name, us in times.items():
             rows.append({"num_reqs": num_reqs, "route": name, "host_us": us,
                          "vs_raw_triton": us / times["raw triton kernel[grid]"]})
