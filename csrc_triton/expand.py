@@ -50,11 +50,17 @@ def _copy_and_expand_eagle_inputs_kernel(
     out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
     num_valid = query_end - query_start + (0 if SHIFT else 1)
     total = num_valid + num_padding_slots + (query_next - query_end - 1)
-    first, stop, step = request_chunks(out_start, total, num_outputs, BLOCK)
-    for chunk_start in range(first, stop, step):
+    # j ranges over [0, total) and its output o = out_start + j over [0, num_outputs). The
+    # bounds are spelled out here rather than taken from request_chunks: this form measured
+    # 2.29 against 2.74 us per call in a CUDA graph at R = 1024 decodes on the H200 (1.72
+    # against 1.45 at 8 x 2048 tokens), and decode batches are this op's common case.
+    first = tl.maximum(-out_start, 0)
+    last = tl.minimum(total, num_outputs - out_start)
+    for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
+                             tl.num_programs(1).to(tl.int64) * BLOCK):
         j = chunk_start + tl.arange(0, BLOCK)
         out = out_start + j
-        written = j < stop
+        written = (j < total) & (out >= 0) & (out < num_outputs)
         is_input = j < num_valid
         is_bonus = j == num_valid
         is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
