@@ -206,3 +206,18 @@ def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
         assert verified(replaced(placed, index, changed)) is None, changed
     # Another dtype is another variant: the CUDA kernels key their compiled code by it.
     assert verified.remember(replaced(placed, index, first.to(other_dtype))) != variant
+
+
+def test_remembered_metadata_does_not_keep_tensors_alive():
+    import gc
+    import weakref
+
+    from spec_ops.validation import VerifiedMetadata
+    args = (torch.zeros(1 << 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int64))
+    alive = weakref.ref(args[0])
+    verified = VerifiedMetadata([0, 1])
+    variant = verified.remember(args)
+    assert verified((torch.zeros(5, dtype=torch.int32), args[1])) == variant
+    del args
+    gc.collect()
+    assert alive() is None
