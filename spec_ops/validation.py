@@ -7,6 +7,7 @@ arguments, so those are computed in exactly one place.
 """
 
 import operator
+import threading
 
 import torch
 
@@ -97,7 +98,7 @@ class VerifiedMetadata:
     the CUDA kernels use in place of the dtypes in their launch keys.
     """
 
-    MAX_REMEMBERED = 4
+    MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
 
     def __init__(self, tensor_positions):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
@@ -105,6 +106,7 @@ class VerifiedMetadata:
         self.tensors = operator.itemgetter(*tensor_positions)
         self.guards = []        # (guard, variant), most recent first
         self.variants = {}      # dtypes of the tensors -> variant
+        self.lock = threading.Lock()
 
     def __call__(self, args):
         """The variant of ``args`` if its tensors match a remembered valid call, else None."""
@@ -116,11 +118,13 @@ class VerifiedMetadata:
 
     def remember(self, args):
         """Remember the tensors of ``args``, which passed the full check; returns their
-        variant."""
+        variant. Tensors a guard could never match again (a size-1 dim with another stride)
+        are not remembered, so such calls do not build a guard each time."""
         tensors = self.tensors(args)
         dtypes = tuple(t.dtype for t in tensors)
-        variant = self.variants.setdefault(dtypes, len(self.variants))
-        if TensorGuards is None:
+        with self.lock:     # two dtype mixes must never share a variant (a launch key)
+            variant = self.variants.setdefault(dtypes, len(self.variants))
+        if TensorGuards is None or any(t.stride()[-1] != 1 for t in tensors):
             return variant
         try:
             guard = TensorGuards(
@@ -128,7 +132,9 @@ class VerifiedMetadata:
                 dynamic_dims_strides=[[None] * (t.dim() - 1) + [1] for t in tensors])
         except (TypeError, RuntimeError):       # a tensor type the guards do not take
             return variant
-        self.guards = [(guard, variant), *self.guards[:self.MAX_REMEMBERED - 1]]
+        if guard.check(*tensors):
+            with self.lock:
+                self.guards = [(guard, variant), *self.guards[:self.MAX_REMEMBERED - 1]]
         return variant
 
 

@@ -73,3 +73,25 @@ def test_engine_step_compiled_on_cuda_equals_eager(mode):
     if mode == "reduce-overhead":
         assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0
         assert graphs_recorded() >= 3
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_dtype_variants_launch_their_own_kernels_directly(op):
+    """int32, int64 and int32 again through one process: each dtype mix is its own variant in
+    the launch key, so each runs the kernel compiled for it (equal to the CPU kernel); on
+    Triton 3.6 every cached launch is the direct C launch."""
+    import types
+
+    import triton
+
+    import spec_ops._triton as kernels
+    from spec_ops._triton._launch import Launcher
+    for dtype in (torch.int32, torch.int64, torch.int32):
+        args = sample(op, 5, 9, fixed_dtype=dtype)
+        assert_equal_lists(run(op, args, "cuda"), run(op, args, "cpu"))
+    modules = [m for m in vars(kernels).values() if isinstance(m, types.ModuleType)]
+    launchers = [v for m in modules for v in vars(m).values() if isinstance(v, Launcher)]
+    launches = [launch for launcher in launchers for launch in launcher.launches.values()]
+    assert launches
+    if triton.__version__.startswith("3.6."):
+        assert all(launch.direct for launch in launches)

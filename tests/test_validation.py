@@ -221,3 +221,46 @@ def test_remembered_metadata_does_not_keep_tensors_alive():
     del args
     gc.collect()
     assert alive() is None
+
+
+def test_two_dtype_mixes_never_share_a_variant_across_threads():
+    """The variant is a CUDA launch key: remembering two dtype mixes at once, with a thread
+    switch between reading the table and writing it, still names them apart."""
+    import threading
+    import time
+
+    from spec_ops.validation import VerifiedMetadata
+
+    class SlowTable(dict):
+        def __len__(self):
+            size = super().__len__()
+            time.sleep(0.01)            # hands the GIL to the other thread
+            return size
+
+    verified = VerifiedMetadata([0, 1])
+    verified.variants = SlowTable()
+    found = {}
+
+    def remember(dtype):
+        found[dtype] = verified.remember((torch.zeros(3, dtype=dtype),
+                                          torch.zeros(3, dtype=torch.int32)))
+
+    threads = [threading.Thread(target=remember, args=(d,)) for d in (torch.int32, torch.int64)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found[torch.int32] != found[torch.int64]
+
+
+def test_unmatchable_metadata_is_not_remembered():
+    """A size-1 tensor with a non-unit stride passes the check but can never match a guard
+    (which asks for unit stride): it is not remembered, so it evicts nothing."""
+    from spec_ops.validation import VerifiedMetadata
+    verified = VerifiedMetadata([0, 1])
+    plain = (torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32))
+    variant = verified.remember(plain)
+    odd = (torch.zeros(4, dtype=torch.int32)[::2][:1], torch.zeros(4, dtype=torch.int32))
+    assert odd[0].stride() == (2,)
+    assert verified.remember(odd) == variant
+    assert len(verified.guards) == 1 and verified(plain) == variant
