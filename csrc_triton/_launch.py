@@ -50,7 +50,7 @@ def next_power_of_2(n):
 def num_chunks(num_items, num_reqs):
     """Programs per request in a per-request x chunk grid: the mean items per request over
     PER_REQUEST_BLOCK, at least 1 (from shapes only)."""
-    return min(max(-(-num_items // (max(num_reqs, 1) * PER_REQUEST_BLOCK)), 1), MAX_CHUNKS)
+    return min(max(cdiv(num_items, max(num_reqs, 1) * PER_REQUEST_BLOCK), 1), MAX_CHUNKS)
 
 
 @triton.jit

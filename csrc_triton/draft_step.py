@@ -86,7 +86,7 @@ _multi_step = Launcher(_multi_step_kernel)
 
 
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
-                out_clamped_positions, out_slot_mapping, input_batch_size, variant):
+                out_clamped_positions, out_slot_mapping, input_batch_size, *, variant):
     _step(
         positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
@@ -95,7 +95,8 @@ def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
 
 
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size, variant):
+                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size, *,
+                      variant):
     _multi_step(
         positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,

@@ -148,10 +148,9 @@ def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                     num_new_tokens, max_model_len, *, variant):
     num_reqs = query_start_loc.shape[0] - 1
     num_entries = new_positions.shape[0]
-    block_cols = block_table.shape[1]
     _compute_new_slot_mapping(
         new_positions.get_device(), num_reqs + 1, (variant, block_size),
         (block_table, query_start_loc, new_positions, is_rejected_token_mask, out_slot_mapping,
-         num_reqs, num_entries, block_table.stride()[0], block_cols, num_new_tokens,
+         num_reqs, num_entries, block_table.stride()[0], block_table.shape[1], num_new_tokens,
          max_model_len, block_size, PER_REQUEST_BLOCK),
         grid_y=num_chunks(num_entries, num_reqs))

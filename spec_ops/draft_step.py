@@ -28,7 +28,7 @@ def _step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
                out_clamped_positions, out_slot_mapping, input_batch_size=None, *, variant):
     launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping,
-                validation.padded_rows(positions, input_batch_size), variant)
+                validation.padded_rows(positions, input_batch_size), variant=variant)
 
 
 def _step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
@@ -71,7 +71,7 @@ def _multi_step_cuda(positions, block_table, seq_lens, block_size, max_model_len
                      variant):
     launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens,
-                      validation.padded_rows(positions, input_batch_size), variant)
+                      validation.padded_rows(positions, input_batch_size), variant=variant)
 
 
 def _multi_step_cpu(positions, block_table, seq_lens, block_size, max_model_len, num_steps,

@@ -361,10 +361,9 @@ def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                    is_rejected_token_mask, block_size, num_new_tokens,
                                    max_model_len, *, verified=False):
     op = "compute_new_slot_mapping"
-    if block_size < 1 or num_new_tokens < 0 or max_model_len < 1:      # one test when all fit
-        at_least(op, "block_size", block_size, 1)
-        at_least(op, "num_new_tokens", num_new_tokens, 0)
-        at_least(op, "max_model_len", max_model_len, 1)
+    at_least(op, "block_size", block_size, 1)
+    at_least(op, "num_new_tokens", num_new_tokens, 0)
+    at_least(op, "max_model_len", max_model_len, 1)
     device = None if verified else block_table.device
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_entries = vector(op, "new_positions", new_positions, device, 0, "")
