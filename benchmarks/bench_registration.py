@@ -24,41 +24,18 @@ set).
 import functools
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 import triton
 
+import bench_ops  # benchmarks/, the script's own folder
 import spec_ops
 from spec_ops import validation
 from spec_ops._library import KERNELS, VERIFIED
 from spec_ops._triton import draft_step
 from spec_ops._triton._launch import Launcher, supports_pdl
-
-CALLS, REPEATS = 500, 15
-
-
-def host_us(fns):
-    """{name: host µs per call}: each repeat times every route in turn (CALLS back-to-back
-    calls, synchronized around them), so drift of the host's speed hits all routes alike;
-    median over the repeats."""
-    for fn in fns.values():
-        for _ in range(20):
-            fn()
-    samples = {name: [] for name in fns}
-    for _ in range(REPEATS):
-        for name, fn in fns.items():
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(CALLS):
-                fn()
-            torch.cuda.synchronize()
-            samples[name].append((time.perf_counter() - start) / CALLS * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
 
 def step_inputs(num_reqs):
     positions = torch.randint(0, 4000, (num_reqs,), dtype=torch.int64, device="cuda")
@@ -120,9 +97,6 @@ def recorded_launch(args):
 
 def breakdown():
     """{op label: {part: host µs}} at R = 64, the parts interleaved within each repeat."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_ops
-
     library = torch.library.Library("spec_ops_breakdown", "DEF")
     parts = {}
     for op in bench_ops.OPS:
@@ -175,7 +149,7 @@ def main():
                 *kernel_args, num_warps=num_warps, **options),
             "cached launch": lambda: cached(grid, 1, launch_args),
         }
-        times = host_us(routes)
+        times = bench_ops.host_us(routes)
         for name, us in times.items():
             rows.append({"num_reqs": num_reqs, "route": name, "host_us": us,
                          "vs_raw_triton": us / times["raw triton kernel[grid]"]})
