@@ -32,8 +32,9 @@ MAX_CHUNKS = 1024
 
 @functools.cache
 def supports_pdl(device_index):
-    """Hopper (sm_90) or newer, and a Triton with grid dependency control (3.4+)."""
-    return (hasattr(tl.extra.cuda, "gdc_wait")
+    """Hopper (sm_90) or newer, and a Triton with grid dependency control (3.4+); False for
+    a CPU tensor's device index (-1), as under TRITON_INTERPRET."""
+    return (device_index >= 0 and hasattr(tl.extra.cuda, "gdc_wait")
             and torch.cuda.get_device_capability(device_index)[0] >= 9)
 
 
