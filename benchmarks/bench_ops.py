@@ -414,22 +414,27 @@ def _torch_new_slot_mapping(block_table, query_start_loc, new_positions, is_reje
 def _next_token_then_prepare_inputs(sampled_token_ids, discard_request_mask,
                                     backup_next_token_ids, cu_num_draft_tokens, query_start_loc,
                                     next_token_ids, valid_sampled_tokens_count,
-                                    token_indices_to_sample, num_rejected_tokens, vocab_size):
-    torch.ops.spec_ops.eagle_prepare_next_token_padded.default(
+                                    token_indices_to_sample, num_rejected_tokens, vocab_size, *,
+                                    ops=torch.ops.spec_ops):
+    """1.1 then 1.2, the ops from ``ops`` (another namespace with the same schemas: the
+    floors in bench_registration.py)."""
+    ops.eagle_prepare_next_token_padded.default(
         sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
         valid_sampled_tokens_count, vocab_size)
-    torch.ops.spec_ops.eagle_prepare_inputs_padded.default(
+    ops.eagle_prepare_inputs_padded.default(
         cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
         token_indices_to_sample, num_rejected_tokens)
 
 
 def _step_calls(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
+                out_positions, out_slot_mapping, out_seq_lens, input_batch_size, *,
+                ops=torch.ops.spec_ops):
     """1.5 num_steps times as an engine's draft loop calls it: positions and slot mapping in
-    one buffer each (the positions aliased from step 2 on), seq_lens advanced in place."""
+    one buffer each (the positions aliased from step 2 on), seq_lens advanced in place. The
+    op from ``ops``, as in _next_token_then_prepare_inputs."""
     clamped_positions, slot_mapping = out_positions[0], out_slot_mapping[0]
     for _ in range(num_steps):
-        torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata.default(
+        ops.eagle_step_update_slot_mapping_and_metadata.default(
             positions, block_table, seq_lens, block_size, max_model_len, clamped_positions,
             slot_mapping, input_batch_size)
         positions = clamped_positions

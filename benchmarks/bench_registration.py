@@ -17,7 +17,12 @@ parts timed in turn within each repeat: the whole op; the dispatcher alone (a no
 kernel behind the same schema); the metadata match (VerifiedMetadata); the op's check on
 verified metadata and in full; the cached launch; and the raw Triton launch for scale.
 
-Prints both tables and writes benchmarks/results/bench_registration.json (and to $OUT when
+Last, each fused op (SPEC 5) against the SPEC 1 calls it replaces, at R = 64, through three
+boundaries: spec_ops as shipped; the same schemas behind no-op kernels (the dispatcher
+alone); and behind kernels that only replay the cached launch (dispatcher + launch, the least
+any Python-registered op can cost: the floor of the eager fused-vs-unfused ratios).
+
+Prints the three tables and writes benchmarks/results/bench_registration.json (and to $OUT when
 set).
 """
 
@@ -95,27 +100,61 @@ def recorded_launch(args):
     return seen[0]
 
 
+def shadow_ops(namespace, kernel_of, names):
+    """(torch.ops.<namespace>, its Library): the spec_ops schemas of ``names`` behind the CUDA
+    kernels ``kernel_of(name)`` in place of spec_ops' own. Keep the Library: its
+    registrations go with it."""
+    library = torch.library.Library(namespace, "DEF")
+    for name in names:
+        library.define(str(getattr(torch.ops.spec_ops, name).default._schema).split("::", 1)[1])
+        library.impl(name, kernel_of(name), "CUDA")
+    return getattr(torch.ops, namespace), library
+
+
+def no_op(name):
+    """A kernel that does nothing (returns a preallocated tensor where the schema returns one):
+    what is left of a call is the dispatcher's own work."""
+    if "-> Tensor" not in str(getattr(torch.ops.spec_ops, name).default._schema):
+        return lambda *args: None
+    result = torch.empty(1, dtype=torch.int64, device="cuda")
+    return lambda *args: result
+
+
+def launch_only(name):
+    """A kernel that runs spec_ops' own on its first call, recording the launch, and from then
+    on only replays that launch: no check, no metadata match, no glue around it."""
+    replay = []
+
+    def kernel(*args):
+        if not replay:
+            launches = []
+            with bench_ops._recording_launches(launches):
+                KERNELS[name].triton(*args)
+            replay.append(launches[0].fast())
+        replay[0]()
+    return kernel
+
+
+def _r64_args(op):
+    state = bench_ops._fresh(op.inputs(64, bench_ops.K + 1, torch.Generator().manual_seed(5)),
+                             "cuda")
+    return bench_ops._op_args(op.name, state)
+
+
 def breakdown():
     """{op label: {part: host µs}} at R = 64, the parts interleaved within each repeat."""
-    library = torch.library.Library("spec_ops_breakdown", "DEF")
+    no_ops, _library = shadow_ops("spec_ops_breakdown", no_op,
+                                  [op.name for op in bench_ops.OPS])
     parts = {}
     for op in bench_ops.OPS:
-        state = bench_ops._fresh(op.inputs(64, bench_ops.K + 1, torch.Generator().manual_seed(5)),
-                                 "cuda")
-        args = bench_ops._op_args(op.name, state)
+        args = _r64_args(op)
         launches = []
         with bench_ops._recording_launches(launches):
             getattr(torch.ops.spec_ops, op.name).default(*args)
-        schema = str(getattr(torch.ops.spec_ops, op.name).default._schema).split("::", 1)[1]
-        library.define(schema)
-        result = torch.empty(1, dtype=torch.int64, device="cuda")
-        library.impl(op.name, (lambda *a, result=result: result) if "-> Tensor" in schema
-                     else (lambda *a: None), "CUDA")
         check, verified = getattr(validation, "check_" + op.name), VERIFIED[op.name]
         fns = {
             "op": functools.partial(getattr(torch.ops.spec_ops, op.name).default, *args),
-            "dispatcher": functools.partial(getattr(torch.ops.spec_ops_breakdown, op.name).default,
-                                            *args),
+            "dispatcher": functools.partial(getattr(no_ops, op.name).default, *args),
             "metadata match": functools.partial(verified, args),
             "check, verified": functools.partial(check, *args, verified=True),
             "check, full": functools.partial(check, *args),
@@ -126,6 +165,46 @@ def breakdown():
             fns["unfused"] = functools.partial(op.unfused, *args)
         parts[op.label] = bench_ops.host_us(fns)
     return parts
+
+
+UNFUSED_OPS = {      # the SPEC 1 ops each fused op's unfused sequence calls (bench_ops.OPS)
+    "5.1": ("eagle_prepare_next_token_padded", "eagle_prepare_inputs_padded"),
+    "5.2": ("eagle_step_update_slot_mapping_and_metadata",),
+}
+FLOOR_ROUTES = {
+    "spec_ops as shipped": None,
+    "dispatcher only (no-op kernels)": no_op,
+    "dispatcher + cached launch only": launch_only,
+}
+
+
+def fused_floors():
+    """{fused op label: {route: {fused, unfused, ratio}}}: host µs per call at R = 64 of each
+    SPEC 5 op and of the SPEC 1 calls it replaces, through the routes of FLOOR_ROUTES, all
+    interleaved. The same schemas behind kernels that only replay the cached launch are the
+    least any Python-registered kernel can cost, so their ratio is the floor of the eager
+    fused-vs-unfused targets."""
+    fused = [op for op in bench_ops.OPS if op.unfused]
+    names = {name for op in fused for name in (op.name, *UNFUSED_OPS[op.label])}
+    namespaces, libraries = {"spec_ops as shipped": torch.ops.spec_ops}, []
+    for route, kernel_of in FLOOR_ROUTES.items():
+        if kernel_of is not None:
+            namespace = "spec_ops_floor_" + kernel_of.__name__
+            namespaces[route], library = shadow_ops(namespace, kernel_of, sorted(names))
+            libraries.append(library)
+    floors = {}
+    for op in fused:
+        args = _r64_args(op)
+        fns = {}
+        for route, ops in namespaces.items():
+            fns[route, "fused"] = functools.partial(getattr(ops, op.name).default, *args)
+            fns[route, "unfused"] = functools.partial(op.unfused, *args, ops=ops)
+        times = bench_ops.host_us(fns)
+        floors[op.label] = {route: {"fused": times[route, "fused"],
+                                    "unfused": times[route, "unfused"],
+                                    "ratio": times[route, "fused"] / times[route, "unfused"]}
+                            for route in namespaces}
+    return floors
 
 
 def main():
@@ -166,9 +245,17 @@ def main():
     for label, times in parts.items():
         print(f"{label:<5}" + "".join(f"{times.get(name, float('nan')):>16.2f}"
                                       for name in names))
+    floors = fused_floors()
+    print("\nfused ops against the SPEC 1 calls they replace (R = 64, host µs per call, "
+          "interleaved)")
+    print(f"{'op':<5}{'route':<34}{'fused':>9}{'unfused':>9}{'ratio':>8}")
+    for label, routes in floors.items():
+        for route, row in routes.items():
+            print(f"{label:<5}{route:<34}{row['fused']:>9.2f}{row['unfused']:>9.2f}"
+                  f"{row['ratio']:>8.3f}")
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows,
-              "breakdown_r64": parts}
+              "breakdown_r64": parts, "fused_floors_r64": floors}
     for folder in filter(None, (Path(__file__).resolve().parent / "results",
                                 os.environ.get("OUT"))):
         Path(folder).mkdir(parents=True, exist_ok=True)
