@@ -33,7 +33,8 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     derived; each kernel is called as ``kernel(*args, *extras)``, after the check, so nothing
     launches on bad input. ``verified`` says that the required tensor arguments match the
     metadata of an earlier valid call (``VerifiedMetadata``), so only their sizes need
-    checking. The CUDA kernel also gets ``variant=``, a small int naming the dtypes of those
+    checking; a call with the exact metadata and scalars of earlier ones is not checked again.
+    The CUDA kernel also gets ``variant=``, a small int naming the dtypes of those
     tensors, for its launch key. (The dispatcher leaves out trailing arguments equal to their
     schema default, so such parameters keep their default in the Python signatures too.)
     """
@@ -43,26 +44,25 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     # kernels validate strides themselves, so a fixed stride order is all they need.
     LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
     op = getattr(torch.ops.spec_ops, name).default
-    verified = validation.VerifiedMetadata(
-        [i for i, argument in enumerate(op._schema.arguments)
-         if isinstance(argument.type, torch.TensorType)])
-
-    tensors_of = verified.tensors
+    verified = validation.VerifiedMetadata.for_schema(op._schema)
+    tensors_of, scalars_of = verified.tensors, verified.scalars
 
     def cuda(*args):
-        tensors = tensors_of(args)
-        for guard, variant in verified.guards:       # verified(args), inlined: the hot path
+        # verified.checked(args, check), inlined: the hot path
+        tensors, scalars = tensors_of(args), scalars_of(args)
+        for guard, known_scalars, extras, variant in verified.exact:
+            if known_scalars == scalars and guard.check(*tensors):
+                return cuda_kernel(*args, *extras, variant=variant)
+        for guard, variant in verified.guards:
             if guard.check(*tensors):
-                return cuda_kernel(*args, *check(*args, verified=True), variant=variant)
+                extras = check(*args, verified=True)
+                verified.seen(tensors, scalars, extras, variant)
+                return cuda_kernel(*args, *extras, variant=variant)
         extras = check(*args)
         return cuda_kernel(*args, *extras, variant=verified.remember(args))
 
     def cpu(*args):
-        if verified(args) is None:
-            extras = check(*args)
-            verified.remember(args)
-        else:
-            extras = check(*args, verified=True)
+        extras, _ = verified.checked(args, check)
         return cpu_kernel(*args, *extras)
 
     LIBRARY.impl(name, cuda, "CUDA")

@@ -85,6 +85,75 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
 
 
+_size, _stride = torch.Tensor.size, torch.Tensor.stride
+
+
+def _tensor_guard(tensors, exact):
+    """A dynamo TensorGuards over ``tensors``: their type, dispatch keys, dtype, device and
+    rank, with sizes and strides as they are (``exact``) or free but for a unit last stride;
+    None for tensors the guards do not take."""
+    try:
+        return TensorGuards(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) if exact else [None] * t.dim() for t in tensors],
+            dynamic_dims_strides=[list(t.stride()) if exact else [None] * (t.dim() - 1) + [1]
+                                  for t in tensors])
+    except (TypeError, RuntimeError):
+        return None
+
+
+def _compared_by_value(argument_type):
+    """An int, SymInt or bool argument, optional or not (the dispatcher hands these to the
+    kernels as Python ints, bools or None, so ``==`` compares them)."""
+    if isinstance(argument_type, torch.OptionalType):
+        argument_type = argument_type.getElementType()
+    return isinstance(argument_type, (torch.IntType, torch.SymIntType, torch.BoolType))
+
+
+def _optional_tensor(argument_type):
+    return (isinstance(argument_type, torch.OptionalType)
+            and isinstance(argument_type.getElementType(), torch.TensorType))
+
+
+def _scalars_getter(schema):
+    """args -> the op's non-tensor arguments as a tuple (trailing ones the dispatcher left out
+    as defaults are left out here too); None where they cannot be compared by value: an
+    optional tensor that is given, or an argument of another type (no such op keeps exact
+    metadata)."""
+    arguments = schema.arguments
+    others = [i for i, argument in enumerate(arguments)
+              if not isinstance(argument.type, torch.TensorType)]
+    optional_tensors = [i for i in others if _optional_tensor(arguments[i].type)]
+    if not all(_compared_by_value(arguments[i].type) for i in others
+               if i not in optional_tensors):
+        return lambda args: None
+    runs = []           # slices of consecutive non-tensor positions, the last one open-ended
+    for i in others:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    if runs and runs[-1][1] == len(arguments):
+        runs[-1][1] = None
+    slices = [slice(start, stop) for start, stop in runs]
+    if not slices:
+        return lambda args: ()
+    if len(slices) == 1:
+        scalars = operator.itemgetter(slices[0])
+    else:
+        def scalars(args):
+            return sum(map(args.__getitem__, slices), ())
+    if not optional_tensors:
+        return scalars
+
+    def scalars_unless_a_tensor(args):
+        for i in optional_tensors:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                return None
+        return scalars(args)
+    return scalars_unless_a_tensor
+
+
 class VerifiedMetadata:
     """The tensor metadata of an op's earlier valid calls, matched in one C++ call.
 
@@ -94,19 +163,35 @@ class VerifiedMetadata:
     the few remembered sets has per-tensor metadata its check already accepted, so the check
     runs with ``verified=True`` and reads sizes only. Anything else takes the full check.
 
+    A loop in steady state calls an op with the same sizes step after step. When a call
+    matched that way comes with the same sizes, strides and scalar arguments as one of the
+    few calls checked that way before it, they are remembered *exactly* too (``exact``): a
+    guard with those sizes and strides, the scalars, and the extras the check derived from
+    them. A call that matches one of those has nothing left to check, so it skips the check.
+    (Validation reads metadata and scalars only, so equal metadata and scalars pass equally.)
+
     Each remembered set also names its tensors' dtypes with a small int, the *variant*, which
     the CUDA kernels use in place of the dtypes in their launch keys.
     """
 
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
+    MAX_EXACT = 4           # e.g. a few batch sizes taking turns
 
-    def __init__(self, tensor_positions):
+    def __init__(self, tensor_positions, scalars=lambda args: None):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
         self.positions = tuple(tensor_positions)
         self.tensors = operator.itemgetter(*tensor_positions)
+        self.scalars = scalars  # args -> non-tensor args, or None: no exact metadata
         self.guards = []        # (guard, variant), most recent first
+        self.exact = []         # (guard, scalars, extras, variant), most recent first
+        self.recent = []        # sizes, strides and scalars of recent size-only checks
         self.variants = {}      # dtypes of the tensors -> variant
         self.lock = threading.Lock()
+
+    @classmethod
+    def for_schema(cls, schema):
+        return cls([i for i, argument in enumerate(schema.arguments)
+                    if isinstance(argument.type, torch.TensorType)], _scalars_getter(schema))
 
     def __call__(self, args):
         """The variant of ``args`` if its tensors match a remembered valid call, else None."""
@@ -115,6 +200,22 @@ class VerifiedMetadata:
             if guard.check(*tensors):
                 return variant
         return None
+
+    def checked(self, args, check):
+        """(extras, variant) of a call, checked as little as its match allows: nothing on
+        exact metadata, sizes only on remembered metadata, in full otherwise (which raises on
+        bad input). The CUDA kernels run this inlined (``_library.define``)."""
+        tensors, scalars = self.tensors(args), self.scalars(args)
+        for guard, known_scalars, extras, variant in self.exact:
+            if known_scalars == scalars and guard.check(*tensors):
+                return extras, variant
+        for guard, variant in self.guards:
+            if guard.check(*tensors):
+                extras = check(*args, verified=True)
+                self.seen(tensors, scalars, extras, variant)
+                return extras, variant
+        extras = check(*args)
+        return extras, self.remember(args)
 
     def remember(self, args):
         """Remember the tensors of ``args``, which passed the full check; returns their
@@ -126,16 +227,29 @@ class VerifiedMetadata:
             variant = self.variants.setdefault(dtypes, len(self.variants))
         if TensorGuards is None or any(t.stride()[-1] != 1 for t in tensors):
             return variant
-        try:
-            guard = TensorGuards(
-                *tensors, dynamic_dims_sizes=[[None] * t.dim() for t in tensors],
-                dynamic_dims_strides=[[None] * (t.dim() - 1) + [1] for t in tensors])
-        except (TypeError, RuntimeError):       # a tensor type the guards do not take
-            return variant
-        if guard.check(*tensors):
+        guard = _tensor_guard(tensors, exact=False)
+        if guard is not None and guard.check(*tensors):
             with self.lock:
                 self.guards = [(guard, variant), *self.guards[:self.MAX_REMEMBERED - 1]]
         return variant
+
+    def seen(self, tensors, scalars, extras, variant):
+        """After a size-only check of ``tensors`` passed with these scalars and extras: when
+        the same sizes, strides and scalars came recently, remember them exactly. Sizes that
+        change on every call never pay for a guard."""
+        if scalars is None:
+            return
+        metadata = (*map(_size, tensors), *map(_stride, tensors), scalars)
+        with self.lock:
+            if metadata not in self.recent:
+                self.recent = [metadata, *self.recent[:self.MAX_EXACT - 1]]
+                return
+            self.recent = [seen for seen in self.recent if seen != metadata]
+        guard = _tensor_guard(tensors, exact=True)
+        if guard is not None and guard.check(*tensors):
+            with self.lock:
+                self.exact = [(guard, scalars, extras, variant),
+                              *self.exact[:self.MAX_EXACT - 1]]
 
 
 # --- one check per op ----------------------------------------------------------------------

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backends import TRITON, run
+from backends import BACKENDS, TRITON, run
 from reference import REFERENCES
 from samples import OPS, clone_args, sample
 
@@ -42,3 +42,19 @@ def test_more_rows_than_one_program_and_long_requests(op, seed):
     """R = 150 spans two row blocks (128 rows each); 100-300 tokens per request take several
     chunks and several loop iterations per program."""
     check_all_ways(op, sample(op, seed, 150, uniform_dtype=TRITON == "cuda", long_requests=True))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", OPS)
+def test_calls_taking_turns_each_get_their_own_results(op, backend):
+    """Three argument sets, each called again and again in turn, as a loop whose batch size
+    goes back and forth: each is remembered exactly (VerifiedMetadata.exact, no check) and
+    still gets its own results, none another's sizes or scalars."""
+    from spec_ops._library import VERIFIED
+    turns = [sample(op, seed, num_reqs) for seed, num_reqs in ((1, 3), (2, 5), (3, 5))]
+    VERIFIED[op].exact = []
+    for _ in range(4):
+        for args in turns:
+            assert_same(run(op, args, backend), REFERENCES[op](*args), f"{backend} in turn")
+    if op != "copy_and_expand_dflash_inputs":       # unless an optional tensor is given
+        assert VERIFIED[op].exact, "the repeated calls were remembered exactly"

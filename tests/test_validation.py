@@ -30,8 +30,10 @@ def all_cases(select):
 
 def assert_rejected(op, args, error, name, backend, fragment=""):
     """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched, also
-    right after a valid call (whose tensor metadata the op then remembers as verified)."""
-    call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
+    right after valid calls (whose metadata the op then remembers, with sizes free and, the
+    same call coming again and again, exactly: VerifiedMetadata)."""
+    for _ in range(3):
+        call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
     placed = place(args, backend)
     before = [placed[i].clone() for i in written_arg_indices(op)]
     with pytest.raises(error, match=rf"spec_ops\.{op}: .*{name}.*{fragment}"):
@@ -213,14 +215,53 @@ def test_remembered_metadata_does_not_keep_tensors_alive():
     import weakref
 
     from spec_ops.validation import VerifiedMetadata
-    args = (torch.zeros(1 << 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int64))
+    args = (torch.zeros(1 << 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int64), 7)
     alive = weakref.ref(args[0])
-    verified = VerifiedMetadata([0, 1])
-    variant = verified.remember(args)
-    assert verified((torch.zeros(5, dtype=torch.int32), args[1])) == variant
+    verified = VerifiedMetadata([0, 1], scalars=lambda args: args[2:])
+    for _ in range(3):
+        verified.checked(args, lambda *args, verified=False: ())
+    assert verified.guards and verified.exact
+    assert verified((torch.zeros(5, dtype=torch.int32), args[1])) is not None
     del args
     gc.collect()
     assert alive() is None
+
+
+def _another_scalar(value):
+    return 1 if value is None else (not value) if isinstance(value, bool) else value + 1
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_exact_metadata_skips_the_check_until_anything_changes(op):
+    """The third call with the same metadata and scalars finds them remembered exactly and is
+    not checked again; another scalar or other sizes are checked (and may fail) as usual."""
+    from spec_ops import validation
+    from spec_ops.validation import VerifiedMetadata
+    checks = []
+
+    def check(*args, verified=False):
+        checks.append(verified)
+        return getattr(validation, "check_" + op)(*args, verified=verified)
+
+    schema_types = [str(argument.type) for argument in op_overload(op)._schema.arguments]
+    verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    results = [verified.checked(place(args, "cpu"), check) for _ in range(4)]
+    exact = verified.scalars(args) is not None
+    assert exact == all(args[i] is None for i, kind in enumerate(schema_types)
+                        if kind == "Optional[Tensor]")
+    assert checks == [False, True, True] + ([] if exact else [True])
+    assert len(set(results)) == 1, "the remembered extras and variant are the call's own"
+    scalar_positions = [i for i, kind in enumerate(schema_types)
+                        if kind in ("int", "bool", "Optional[int]")]
+    for changed in ([replaced(args, i, _another_scalar(args[i])) for i in scalar_positions]
+                    + [sample(op, seed=11, num_reqs=NUM_REQS + 1)]):
+        before = len(checks)
+        try:
+            verified.checked(place(changed, "cpu"), check)
+        except ValueError:
+            pass
+        assert len(checks) == before + 1, f"{changed} was not checked"
 
 
 def test_two_dtype_mixes_never_share_a_variant_across_threads():
