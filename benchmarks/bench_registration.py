@@ -18,6 +18,10 @@ kernel behind the same schema); the metadata match (VerifiedMetadata); the op's 
 verified metadata and in full; all the validation a call repeating earlier metadata exactly
 gets (VerifiedMetadata.checked); the cached launch; and the raw Triton launch for scale.
 
+Then every op called with the same arguments each time against its batch size changing on
+every call: the exact-metadata fast path against the size check it saves (and what noting
+the sizes costs when they never repeat).
+
 Last, each fused op (SPEC 5) against the SPEC 1 calls it replaces, at R = 64, through three
 boundaries: spec_ops as shipped; the same schemas behind no-op kernels (the dispatcher
 alone); and behind kernels that only replay the cached launch (dispatcher + launch, the least
@@ -28,6 +32,7 @@ set).
 """
 
 import functools
+import itertools
 import json
 import os
 import sys
@@ -136,10 +141,33 @@ def launch_only(name):
     return kernel
 
 
-def _r64_args(op):
-    state = bench_ops._fresh(op.inputs(64, bench_ops.K + 1, torch.Generator().manual_seed(5)),
-                             "cuda")
+def _r64_args(op, num_reqs=64):
+    state = bench_ops._fresh(
+        op.inputs(num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(5)), "cuda")
     return bench_ops._op_args(op.name, state)
+
+
+CHANGING_SIZES = range(57, 65)     # more than VerifiedMetadata remembers exactly
+
+
+def _call_next(fn, arg_sets):
+    fn(*next(arg_sets))
+
+
+def size_changes():
+    """{op label: {route: host µs}}: each op called with the same arguments on every call
+    (remembered exactly from the third call, so not checked), and with the batch size changing
+    on every call, the 8 sizes of CHANGING_SIZES in turn (too many to be remembered exactly:
+    each call is checked for sizes and noted as seen). Both cycle through 8 argument sets."""
+    times = {}
+    for op in bench_ops.OPS:
+        fn = getattr(torch.ops.spec_ops, op.name).default
+        same = [_r64_args(op)] * len(CHANGING_SIZES)
+        changing = [_r64_args(op, num_reqs) for num_reqs in CHANGING_SIZES]
+        calls = {route: functools.partial(_call_next, fn, itertools.cycle(arg_sets))
+                 for route, arg_sets in (("same", same), ("changing", changing))}
+        times[op.label] = bench_ops.host_us(calls)
+    return times
 
 
 def breakdown():
@@ -248,6 +276,13 @@ def main():
     for label, times in parts.items():
         print(f"{label:<5}" + "".join(f"{times.get(name, float('nan')):>16.2f}"
                                       for name in names))
+    changes = size_changes()
+    print("\nthe batch size changing on every call (8 sizes in turn) against the same arguments "
+          "each call, host µs")
+    print(f"{'op':<5}{'same':>9}{'changing':>10}{'difference':>12}")
+    for label, row in changes.items():
+        print(f"{label:<5}{row['same']:>9.2f}{row['changing']:>10.2f}"
+              f"{row['changing'] - row['same']:>12.2f}")
     floors = fused_floors()
     print("\nfused ops against the SPEC 1 calls they replace (R = 64, host µs per call, "
           "interleaved)")
@@ -258,7 +293,7 @@ def main():
                   f"{row['ratio']:>8.3f}")
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows,
-              "breakdown_r64": parts, "fused_floors_r64": floors}
+              "breakdown_r64": parts, "size_changes": changes, "fused_floors_r64": floors}
     for folder in filter(None, (Path(__file__).resolve().parent / "results",
                                 os.environ.get("OUT"))):
         Path(folder).mkdir(parents=True, exist_ok=True)
