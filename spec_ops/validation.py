@@ -85,7 +85,7 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
 
 
-_size, _stride = torch.Tensor.size, torch.Tensor.stride
+_numel = torch.Tensor.numel
 
 
 def _tensor_guard(tensors, exact):
@@ -164,8 +164,8 @@ class VerifiedMetadata:
     runs with ``verified=True`` and reads sizes only. Anything else takes the full check.
 
     A loop in steady state calls an op with the same sizes step after step. When a call
-    matched that way comes with the same sizes, strides and scalar arguments as one of the
-    few calls checked that way before it, they are remembered *exactly* too (``exact``): a
+    matched that way comes with the same sizes and scalar arguments as one of the few calls
+    checked that way before it, its metadata is remembered *exactly* too (``exact``): a
     guard with those sizes and strides, the scalars, and the extras the check derived from
     them. A call that matches one of those has nothing left to check, so it skips the check.
     (Validation reads metadata and scalars only, so equal metadata and scalars pass equally.)
@@ -184,7 +184,7 @@ class VerifiedMetadata:
         self.scalars = scalars  # args -> non-tensor args, or None: no exact metadata
         self.guards = []        # (guard, variant), most recent first
         self.exact = []         # (guard, scalars, extras, variant), most recent first
-        self.recent = []        # sizes, strides and scalars of recent size-only checks
+        self.recent = []        # scalars and sizes of recent size-only checks
         self.variants = {}      # dtypes of the tensors -> variant
         self.lock = threading.Lock()
 
@@ -235,16 +235,16 @@ class VerifiedMetadata:
 
     def seen(self, tensors, scalars, extras, variant):
         """After a size-only check of ``tensors`` passed with these scalars and extras: when
-        the same sizes, strides and scalars came recently, remember them exactly. Sizes that
-        change on every call never pay for a guard."""
+        the same scalars and tensor sizes (numel: a cheap key, the guard is what is exact)
+        came in one of the last few such calls, remember this call exactly. Sizes that change
+        on every call never pay for a guard."""
         if scalars is None:
             return
-        metadata = (*map(_size, tensors), *map(_stride, tensors), scalars)
-        with self.lock:
-            if metadata not in self.recent:
-                self.recent = [metadata, *self.recent[:self.MAX_EXACT - 1]]
-                return
-            self.recent = [seen for seen in self.recent if seen != metadata]
+        key, recent = (scalars, *map(_numel, tensors)), self.recent
+        if key not in recent:       # races lose a promotion at worst, never correctness
+            self.recent = [key, *recent[:self.MAX_EXACT - 1]]
+            return
+        self.recent = [seen for seen in recent if seen != key]
         guard = _tensor_guard(tensors, exact=True)
         if guard is not None and guard.check(*tensors):
             with self.lock:
