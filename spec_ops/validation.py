@@ -163,9 +163,9 @@ class VerifiedMetadata:
     the few remembered sets has per-tensor metadata its check already accepted, so the check
     runs with ``verified=True`` and reads sizes only. Anything else takes the full check.
 
-    A loop in steady state calls an op with the same sizes step after step. When a call
-    matched that way comes with the same sizes and scalar arguments as one of the few calls
-    checked that way before it, its metadata is remembered *exactly* too (``exact``): a
+    A loop in steady state calls an op with the same sizes step after step. When calls
+    matched that way keep coming with the same sizes and scalar arguments, their metadata is
+    remembered *exactly* too (``exact``): a
     guard with those sizes and strides, the scalars, and the extras the check derived from
     them. A call that matches one of those has nothing left to check, so it skips the check.
     (Validation reads metadata and scalars only, so equal metadata and scalars pass equally.)
@@ -176,6 +176,7 @@ class VerifiedMetadata:
 
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
     MAX_EXACT = 4           # e.g. a few batch sizes taking turns
+    PROMOTE_AFTER, RECENT = 3, 8
 
     def __init__(self, tensor_positions, scalars=lambda args: None):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
@@ -234,15 +235,16 @@ class VerifiedMetadata:
         return variant
 
     def seen(self, tensors, scalars, extras, variant):
-        """After a size-only check of ``tensors`` passed with these scalars and extras: when
-        the same scalars and tensor sizes (numel: a cheap key, the guard is what is exact)
-        came in one of the last few such calls, remember this call exactly. Sizes that change
-        on every call never pay for a guard."""
+        """After a size-only check of ``tensors`` passed with these scalars and extras: the
+        PROMOTE_AFTER-th time the same scalars and tensor sizes (numel: a cheap key, the guard
+        is what is exact) come among the last RECENT such calls, remember this call exactly.
+        A guard costs several calls' worth of checks to build, so sizes that change on every
+        call, or come back only once, never pay for one."""
         if scalars is None:
             return
         key, recent = (scalars, *map(_numel, tensors)), self.recent
-        if key not in recent:       # races lose a promotion at worst, never correctness
-            self.recent = [key, *recent[:self.MAX_EXACT - 1]]
+        self.recent = [key, *recent[:self.RECENT - 1]]  # a race loses a promotion at worst
+        if recent.count(key) < self.PROMOTE_AFTER - 1:
             return
         self.recent = [seen for seen in recent if seen != key]
         guard = _tensor_guard(tensors, exact=True)

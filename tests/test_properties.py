@@ -53,7 +53,7 @@ def test_calls_taking_turns_each_get_their_own_results(op, backend):
     from spec_ops._library import VERIFIED
     turns = [sample(op, seed, num_reqs) for seed, num_reqs in ((1, 3), (2, 5), (3, 5))]
     VERIFIED[op].exact = []
-    for _ in range(4):
+    for _ in range(5):
         for args in turns:
             assert_same(run(op, args, backend), REFERENCES[op](*args), f"{backend} in turn")
     if op != "copy_and_expand_dflash_inputs":       # unless an optional tensor is given

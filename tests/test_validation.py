@@ -7,8 +7,11 @@ import torch
 
 from backends import BACKENDS, call, place
 from samples import OPS, op_overload, sample, written_arg_indices
+from spec_ops.validation import VerifiedMetadata
 
 NUM_REQS = 5
+# A full check, then size-only ones until the metadata is remembered exactly, then one exact.
+WARM_CALLS = VerifiedMetadata.PROMOTE_AFTER + 2
 
 
 def tensor_args(op):
@@ -32,7 +35,7 @@ def assert_rejected(op, args, error, name, backend, fragment=""):
     """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched, also
     right after valid calls (whose metadata the op then remembers, with sizes free and, the
     same call coming again and again, exactly: VerifiedMetadata)."""
-    for _ in range(3):
+    for _ in range(WARM_CALLS):
         call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
     placed = place(args, backend)
     before = [placed[i].clone() for i in written_arg_indices(op)]
@@ -190,7 +193,6 @@ def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
     """After a valid call, a call with the same tensor metadata (sizes free) is verified in one
     C++ call; a different dtype, rank, stride or device is not, and takes the full check."""
     from spec_ops._library import VERIFIED
-    from spec_ops.validation import VerifiedMetadata
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     call(op, place(args, backend), backend)
     assert VERIFIED[op](place(args, backend)) is not None, "a valid call is remembered"
@@ -214,11 +216,10 @@ def test_remembered_metadata_does_not_keep_tensors_alive():
     import gc
     import weakref
 
-    from spec_ops.validation import VerifiedMetadata
     args = (torch.zeros(1 << 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int64), 7)
     alive = weakref.ref(args[0])
     verified = VerifiedMetadata([0, 1], scalars=lambda args: args[2:])
-    for _ in range(3):
+    for _ in range(WARM_CALLS):
         verified.checked(args, lambda *args, verified=False: ())
     assert verified.guards and verified.exact
     assert verified((torch.zeros(5, dtype=torch.int32), args[1])) is not None
@@ -233,10 +234,10 @@ def _another_scalar(value):
 
 @pytest.mark.parametrize("op", OPS)
 def test_exact_metadata_skips_the_check_until_anything_changes(op):
-    """The third call with the same metadata and scalars finds them remembered exactly and is
-    not checked again; another scalar or other sizes are checked (and may fail) as usual."""
+    """After a full check and PROMOTE_AFTER size-only ones, a call with the same metadata and
+    scalars finds them remembered exactly and is not checked again; another scalar or other
+    sizes are checked (and may fail) as usual."""
     from spec_ops import validation
-    from spec_ops.validation import VerifiedMetadata
     checks = []
 
     def check(*args, verified=False):
@@ -246,11 +247,12 @@ def test_exact_metadata_skips_the_check_until_anything_changes(op):
     schema_types = [str(argument.type) for argument in op_overload(op)._schema.arguments]
     verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
     args = sample(op, seed=11, num_reqs=NUM_REQS)
-    results = [verified.checked(place(args, "cpu"), check) for _ in range(4)]
+    results = [verified.checked(place(args, "cpu"), check) for _ in range(WARM_CALLS)]
     exact = verified.scalars(args) is not None
     assert exact == all(args[i] is None for i, kind in enumerate(schema_types)
                         if kind == "Optional[Tensor]")
-    assert checks == [False, True, True] + ([] if exact else [True])
+    size_only = VerifiedMetadata.PROMOTE_AFTER if exact else WARM_CALLS - 1
+    assert checks == [False] + [True] * size_only
     assert len(set(results)) == 1, "the remembered extras and variant are the call's own"
     scalar_positions = [i for i, kind in enumerate(schema_types)
                         if kind in ("int", "bool", "Optional[int]")]
@@ -270,7 +272,6 @@ def test_two_dtype_mixes_never_share_a_variant_across_threads():
     import threading
     import time
 
-    from spec_ops.validation import VerifiedMetadata
 
     class SlowTable(dict):
         def __len__(self):
@@ -297,7 +298,6 @@ def test_two_dtype_mixes_never_share_a_variant_across_threads():
 def test_unmatchable_metadata_is_not_remembered():
     """A size-1 tensor with a non-unit stride passes the check but can never match a guard
     (which asks for unit stride): it is not remembered, so it evicts nothing."""
-    from spec_ops.validation import VerifiedMetadata
     verified = VerifiedMetadata([0, 1])
     plain = (torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32))
     variant = verified.remember(plain)
