@@ -176,16 +176,16 @@ class VerifiedMetadata:
 
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
     MAX_EXACT = 4           # e.g. a few batch sizes taking turns
-    PROMOTE_AFTER, RECENT = 3, 8
+    PROMOTE_AFTER, RECENT, EVICT_AFTER = 3, 8, 64
 
     def __init__(self, tensor_positions, scalars=lambda args: None):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
-        self.positions = tuple(tensor_positions)
         self.tensors = operator.itemgetter(*tensor_positions)
         self.scalars = scalars  # args -> non-tensor args, or None: no exact metadata
         self.guards = []        # (guard, variant), most recent first
         self.exact = []         # (guard, scalars, extras, variant), most recent first
         self.recent = []        # scalars and sizes of recent size-only checks
+        self.size_only_calls = self.promoted_at = 0
         self.variants = {}      # dtypes of the tensors -> variant
         self.lock = threading.Lock()
 
@@ -238,15 +238,21 @@ class VerifiedMetadata:
         """After a size-only check of ``tensors`` passed with these scalars and extras: the
         PROMOTE_AFTER-th time the same scalars and tensor sizes (numel: a cheap key, the guard
         is what is exact) come among the last RECENT such calls, remember this call exactly.
-        A guard costs several calls' worth of checks to build, so sizes that change on every
-        call, or come back only once, never pay for one."""
+        A guard costs several checks to build, so sizes that change on every call, or come
+        back only once, never pay for one; and once every exact slot is taken, a slot is
+        given to other sizes at most once per EVICT_AFTER size-only calls, so more sets of
+        sizes taking turns than there are slots do not rebuild guards over and over."""
         if scalars is None:
             return
+        self.size_only_calls += 1           # races here lose a promotion at worst
         key, recent = (scalars, *map(_numel, tensors)), self.recent
-        self.recent = [key, *recent[:self.RECENT - 1]]  # a race loses a promotion at worst
-        if recent.count(key) < self.PROMOTE_AFTER - 1:
+        self.recent = [key, *recent[:self.RECENT - 1]]
+        if recent.count(key) < self.PROMOTE_AFTER - 1 or (
+                len(self.exact) == self.MAX_EXACT
+                and self.size_only_calls - self.promoted_at < self.EVICT_AFTER):
             return
         self.recent = [seen for seen in recent if seen != key]
+        self.promoted_at = self.size_only_calls
         guard = _tensor_guard(tensors, exact=True)
         if guard is not None and guard.check(*tensors):
             with self.lock:

@@ -56,5 +56,6 @@ def test_calls_taking_turns_each_get_their_own_results(op, backend):
     for _ in range(5):
         for args in turns:
             assert_same(run(op, args, backend), REFERENCES[op](*args), f"{backend} in turn")
-    if op != "copy_and_expand_dflash_inputs":       # unless an optional tensor is given
-        assert VERIFIED[op].exact, "the repeated calls were remembered exactly"
+    # Exactly, unless an optional tensor is given (1.4's num_rejected_tokens in some samples).
+    exact = [args for args in turns if VERIFIED[op].scalars(args) is not None]
+    assert len(VERIFIED[op].exact) == len(exact), "the repeated calls were remembered exactly"

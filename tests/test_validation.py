@@ -196,7 +196,7 @@ def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     call(op, place(args, backend), backend)
     assert VERIFIED[op](place(args, backend)) is not None, "a valid call is remembered"
-    verified = VerifiedMetadata(VERIFIED[op].positions)
+    verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
     variant = verified.remember(place(args, backend))
     assert verified(place(args, backend)) == variant
     index, _ = tensor_args(op)[0]
@@ -232,8 +232,9 @@ def _another_scalar(value):
     return 1 if value is None else (not value) if isinstance(value, bool) else value + 1
 
 
+@pytest.mark.parametrize("seed", [11, 1])       # 1.4: num_rejected_tokens None, then given
 @pytest.mark.parametrize("op", OPS)
-def test_exact_metadata_skips_the_check_until_anything_changes(op):
+def test_exact_metadata_skips_the_check_until_anything_changes(op, seed):
     """After a full check and PROMOTE_AFTER size-only ones, a call with the same metadata and
     scalars finds them remembered exactly and is not checked again; another scalar or other
     sizes are checked (and may fail) as usual."""
@@ -246,7 +247,7 @@ def test_exact_metadata_skips_the_check_until_anything_changes(op):
 
     schema_types = [str(argument.type) for argument in op_overload(op)._schema.arguments]
     verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = sample(op, seed=seed, num_reqs=NUM_REQS)
     results = [verified.checked(place(args, "cpu"), check) for _ in range(WARM_CALLS)]
     exact = verified.scalars(args) is not None
     assert exact == all(args[i] is None for i, kind in enumerate(schema_types)
@@ -257,7 +258,7 @@ def test_exact_metadata_skips_the_check_until_anything_changes(op):
     scalar_positions = [i for i, kind in enumerate(schema_types)
                         if kind in ("int", "bool", "Optional[int]")]
     for changed in ([replaced(args, i, _another_scalar(args[i])) for i in scalar_positions]
-                    + [sample(op, seed=11, num_reqs=NUM_REQS + 1)]):
+                    + [sample(op, seed=seed, num_reqs=NUM_REQS + 1)]):
         before = len(checks)
         try:
             verified.checked(place(changed, "cpu"), check)
@@ -305,3 +306,43 @@ def test_unmatchable_metadata_is_not_remembered():
     assert odd[0].stride() == (2,)
     assert verified.remember(odd) == variant
     assert len(verified.guards) == 1 and verified(plain) == variant
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", ["short", "float"])
+def test_a_given_optional_tensor_is_checked_on_every_call(backend, bad):
+    """1.4's num_rejected_tokens, when given, is in no remembered metadata: after many valid
+    calls with it, a bad one is still rejected."""
+    op = "copy_and_expand_dflash_inputs"
+    args = sample(op, seed=1, num_reqs=NUM_REQS)
+    assert isinstance(args[10], torch.Tensor)
+    for _ in range(WARM_CALLS):
+        call(op, place(args, backend), backend)
+    rejected = args[10][:1] if bad == "short" else args[10].float()
+    with pytest.raises((TypeError, ValueError), match=rf"spec_ops\.{op}: num_rejected_tokens"):
+        call(op, place(replaced(args, 10, rejected), backend), backend)
+
+
+def test_more_sizes_taking_turns_than_exact_slots_do_not_rebuild_guards(monkeypatch):
+    """Five sets of sizes in turn, four exact slots: once the slots are full, a slot changes
+    hands at most once per EVICT_AFTER size-only calls (a guard costs several checks)."""
+    from spec_ops import validation
+    builds = []
+
+    def counting_guard(tensors, exact):
+        builds.append(exact)
+        return guard(tensors, exact)
+
+    guard = validation._tensor_guard
+    monkeypatch.setattr(validation, "_tensor_guard", counting_guard)
+    verified = VerifiedMetadata([0, 1], scalars=lambda args: args[2:])
+    turns = [(torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32), 7)
+             for n in range(3, 8)]
+    for num_turns in (4, 5):        # four remembered exactly, then a fifth joins them
+        for _ in range(60):
+            for args in turns[:num_turns]:
+                verified.checked(args, lambda *args, verified=False: ())
+    exact_builds = builds.count(True)
+    assert len(verified.exact) == VerifiedMetadata.MAX_EXACT
+    assert exact_builds <= VerifiedMetadata.MAX_EXACT + verified.size_only_calls // (
+        VerifiedMetadata.EVICT_AFTER) + 1, exact_builds
