@@ -6,6 +6,7 @@ expected, and returns the tuple of extra sizes its kernels take after the op's o
 arguments, so those are computed in exactly one place.
 """
 
+import collections
 import operator
 import threading
 
@@ -176,7 +177,8 @@ class VerifiedMetadata:
 
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
     MAX_EXACT = 4           # e.g. a few batch sizes taking turns
-    PROMOTE_AFTER, RECENT, EVICT_AFTER = 3, 8, 64
+    PROMOTE_AFTER, EVICT_AFTER = 3, 64
+    RECENT = (PROMOTE_AFTER - 1) * MAX_EXACT + 1  # MAX_EXACT sets in turn all get promoted
 
     def __init__(self, tensor_positions, scalars=lambda args: None):
         assert len(tensor_positions) >= 2, "itemgetter returns a tuple for two or more"
@@ -184,7 +186,7 @@ class VerifiedMetadata:
         self.scalars = scalars  # args -> non-tensor args, or None: no exact metadata
         self.guards = []        # (guard, variant), most recent first
         self.exact = []         # (guard, scalars, extras, variant), most recent first
-        self.recent = []        # scalars and sizes of recent size-only checks
+        self.recent = collections.deque(maxlen=self.RECENT)    # keys of size-only checks
         self.size_only_calls = self.promoted_at = 0
         self.variants = {}      # dtypes of the tensors -> variant
         self.lock = threading.Lock()
@@ -236,22 +238,27 @@ class VerifiedMetadata:
 
     def seen(self, tensors, scalars, extras, variant):
         """After a size-only check of ``tensors`` passed with these scalars and extras: the
-        PROMOTE_AFTER-th time the same scalars and tensor sizes (numel: a cheap key, the guard
-        is what is exact) come among the last RECENT such calls, remember this call exactly.
-        A guard costs several checks to build, so sizes that change on every call, or come
-        back only once, never pay for one; and once every exact slot is taken, a slot is
-        given to other sizes at most once per EVICT_AFTER size-only calls, so more sets of
-        sizes taking turns than there are slots do not rebuild guards over and over."""
+        PROMOTE_AFTER-th time the same key comes among the last RECENT such calls, remember
+        this call exactly. The key is the scalars and the sizes of the first and last tensor:
+        cheap, and only a hint (the guard is what is exact; a hint that repeats while other
+        sizes change costs a guard that goes unused). A guard costs several checks to build,
+        so sizes that change on every call, or come back only once, never pay for one; and
+        once every exact slot is taken, a slot changes hands at most once per EVICT_AFTER
+        size-only calls, which also bounds unused guards."""
         if scalars is None:
             return
         self.size_only_calls += 1           # races here lose a promotion at worst
-        key, recent = (scalars, *map(_numel, tensors)), self.recent
-        self.recent = [key, *recent[:self.RECENT - 1]]
-        if recent.count(key) < self.PROMOTE_AFTER - 1 or (
-                len(self.exact) == self.MAX_EXACT
+        if (len(self.exact) == self.MAX_EXACT
                 and self.size_only_calls - self.promoted_at < self.EVICT_AFTER):
             return
-        self.recent = [seen for seen in recent if seen != key]
+        key = (scalars, _numel(tensors[0]), _numel(tensors[-1]))
+        recent = self.recent
+        recent.append(key)
+        sightings = recent.count(key)
+        if sightings < self.PROMOTE_AFTER:
+            return
+        for _ in range(sightings):
+            recent.remove(key)
         self.promoted_at = self.size_only_calls
         guard = _tensor_guard(tensors, exact=True)
         if guard is not None and guard.check(*tensors):
