@@ -166,10 +166,10 @@ class VerifiedMetadata:
 
     A loop in steady state calls an op with the same sizes step after step. When calls
     matched that way keep coming with the same sizes and scalar arguments, their metadata is
-    remembered *exactly* too (``exact``): a
-    guard with those sizes and strides, the scalars, and the extras the check derived from
-    them. A call that matches one of those has nothing left to check, so it skips the check.
-    (Validation reads metadata and scalars only, so equal metadata and scalars pass equally.)
+    remembered *exactly* too (``exact``): a guard with those sizes and strides, the scalars,
+    and the extras the check derived from them. A call that matches one of those has nothing
+    left to check, so it skips the check. (Validation reads metadata and scalars only, so
+    equal metadata and scalars pass equally.)
 
     Each remembered set also names its tensors' dtypes with a small int, the *variant*, which
     the CUDA kernels use in place of the dtypes in their launch keys.
@@ -257,8 +257,8 @@ class VerifiedMetadata:
         sightings = recent.count(key)
         if sightings < self.PROMOTE_AFTER:
             return
-        for _ in range(sightings):
-            recent.remove(key)
+        self.recent = collections.deque((seen for seen in recent if seen != key),
+                                        maxlen=self.RECENT)     # no race can make this raise
         self.promoted_at = self.size_only_calls
         guard = _tensor_guard(tensors, exact=True)
         if guard is not None and guard.check(*tensors):
