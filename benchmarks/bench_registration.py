@@ -46,7 +46,7 @@ import spec_ops
 from spec_ops import validation
 from spec_ops._library import KERNELS, VERIFIED
 from spec_ops._triton import draft_step
-from spec_ops._triton._launch import Launcher, supports_pdl
+from spec_ops._triton._launch import supports_pdl
 
 def step_inputs(num_reqs):
     positions = torch.randint(0, 4000, (num_reqs,), dtype=torch.int64, device="cuda")
@@ -87,23 +87,6 @@ def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens:
         positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
         num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
         draft_step.BLOCK_R, pdl, **({"launch_pdl": True} if pdl else {}))
-
-
-def recorded_launch(args):
-    """The (launcher, device, grid, key, kernel args, num_warps) of one call of the step op."""
-    seen = []
-    original = Launcher.__call__
-
-    def record(self, device_index, grid, key, kernel_args, num_warps=None, grid_y=1):
-        seen.append((self, device_index, grid, key, kernel_args, num_warps or self.num_warps))
-        return original(self, device_index, grid, key, kernel_args, num_warps, grid_y)
-
-    Launcher.__call__ = record
-    try:
-        spec_ops.eagle_step_update_slot_mapping_and_metadata(*args)
-    finally:
-        Launcher.__call__ = original
-    return seen[0]
 
 
 def shadow_ops(namespace, kernel_of, names):
@@ -156,7 +139,7 @@ def _call_next(fn, arg_sets):
 
 def size_changes():
     """{op label: {route: host µs}}: each op called with the same arguments on every call
-    (remembered exactly from the third call, so not checked), and with the batch size changing
+    (remembered exactly after its warm-up calls, so not checked), and with the batch size changing
     on every call, the 8 sizes of CHANGING_SIZES in turn (too many to be remembered exactly:
     each call is checked for sizes and noted as seen). Both cycle through 8 argument sets."""
     times = {}
@@ -241,11 +224,9 @@ def main():
     rows = []
     for num_reqs in (1, 1024):
         args = step_inputs(num_reqs)
-        launcher, device, grid, key, kernel_args, num_warps = recorded_launch(args)
-        cached = launcher.launches[(device, num_warps, key)]
-        pdl = supports_pdl(device)
-        launch_args, kernel_args = kernel_args, (*kernel_args, pdl)
-        options = {"launch_pdl": True} if pdl else {}
+        launches = []
+        with bench_ops._recording_launches(launches):
+            spec_ops.eagle_step_update_slot_mapping_and_metadata(*args)
         op = torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata
         routes = {
             "library (.default)": lambda: op.default(*args),
@@ -254,9 +235,8 @@ def main():
                 *args),
             "custom_op": lambda: step_custom_op(*args[:7]),
             "triton_op": lambda: step_triton_op(*args[:7]),
-            "raw triton kernel[grid]": lambda: launcher.kernel[(grid,)](
-                *kernel_args, num_warps=num_warps, **options),
-            "cached launch": lambda: cached(grid, 1, launch_args),
+            "raw triton kernel[grid]": launches[0].raw(),
+            "cached launch": launches[0].fast(),
         }
         times = bench_ops.host_us(routes)
         for name, us in times.items():
