@@ -3,7 +3,6 @@
 Launchers take already-validated tensors and sizes; nothing here knows about torch.library.
 """
 
-from .computed_tokens import MAX_ROWS as UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS
 from .computed_tokens import launch_update_num_computed_tokens
 from .dflash import launch_copy_and_expand_dflash_inputs
 from .draft_step import launch_multi_step, launch_step
@@ -15,7 +14,6 @@ from .padded_batch import (
 )
 
 __all__ = [
-    "UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS",
     "launch_compute_new_slot_mapping",
     "launch_copy_and_expand_dflash_inputs",
     "launch_copy_and_expand_eagle_inputs",

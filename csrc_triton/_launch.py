@@ -1,30 +1,47 @@
-"""Kernel declaration and the cached launch path shared by every spec_ops kernel.
+"""Kernel declaration and the launch path shared by every spec_ops kernel.
 
 Triton's ``kernel[grid](...)`` binds arguments, computes a specialization key and looks the
 compiled kernel up on every call; for kernels this small that is most of the eager cost. Every
 spec_ops kernel is declared with ``spec_kernel``, which turns off value and alignment
-specialization for all runtime arguments, so the compiled kernel depends only on the argument
-dtypes and the constexprs. The launcher's own key carries exactly those, which makes it safe to
-call the compiled kernel directly on every call after the first: on Triton 3.6 its C launch
-function itself, with device addresses for the tensors (see ``cached_launch``).
+specialization for all runtime arguments, so a compiled kernel is determined by the device, the
+dtypes of its tensor arguments, its constexpr values and num_warps. ``Launcher`` keys its cache
+of compiled kernels by exactly those, read from the call's own arguments, and after the first
+launch of a key calls the compiled kernel without Triton's per-call binding:
 
-On devices that support it (Hopper or newer, Triton with grid dependency control), kernels
-are launched with programmatic dependent launch (PDL): each one starts with
-``pdl_prologue(PDL)``, which lets the next kernel in the stream start launching and then waits
-until the previous kernel's writes are visible. Launch latency overlaps the previous kernel;
-ordering is unchanged whatever the neighbouring kernels are. Every kernel's last parameter is
-the constexpr ``PDL``, which the launcher appends per device.
+* ``direct``: the C launch function behind the compiled kernel, with device addresses for the
+  tensors; taken only when the launcher object has the exact structure this code was written
+  against (``_direct_launch``), anything else falls through to
+* ``run``: the compiled kernel's ``run`` (Triton's own launcher object), tensors passed as
+  tensors; taken when its call signature is the one this code was written against, else
+* ``triton``: ``kernel[grid](...)`` on every call, always correct.
+
+``SPEC_OPS_LAUNCH=run`` or ``=triton`` (read at import) caps the path, so the generic paths are
+testable on a GPU whose Triton supports the direct one.
+
+On NVIDIA devices that support it (sm_90+, Triton with grid dependency control), kernels are
+launched with programmatic dependent launch (PDL): each one starts with ``pdl_prologue(PDL)``,
+which lets the next kernel in the stream start launching and then waits until the previous
+kernel's writes are visible. Launch latency overlaps the previous kernel; ordering is unchanged
+whatever the neighbouring kernels are. Every kernel's last parameter is the constexpr ``PDL``,
+which the launcher appends per device.
 """
 
 import functools
 import inspect
+import operator
 import os
+import threading
+import types
 
 import torch
 import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+LAUNCH_PATHS = ("direct", "run", "triton")
+LAUNCH_PATH_LIMIT = os.environ.get("SPEC_OPS_LAUNCH", "direct")
+if LAUNCH_PATH_LIMIT not in LAUNCH_PATHS:
+    raise ValueError(f"SPEC_OPS_LAUNCH must be one of {LAUNCH_PATHS}, got {LAUNCH_PATH_LIMIT!r}")
 PER_REQUEST_BLOCK = 128     # lanes per program of the per-request x chunk grids (1.3, 1.4, 1.7)
 PER_REQUEST_WARPS = 1
 MAX_CHUNKS = 1024
@@ -32,9 +49,11 @@ MAX_CHUNKS = 1024
 
 @functools.cache
 def supports_pdl(device_index):
-    """Hopper (sm_90) or newer, and a Triton with grid dependency control (3.4+); False for
-    a CPU tensor's device index (-1), as under TRITON_INTERPRET."""
-    return (device_index >= 0 and hasattr(tl.extra.cuda, "gdc_wait")
+    """An NVIDIA GPU of compute capability 9.0 or newer and a Triton with grid dependency
+    control (3.4+). False for a CPU tensor's device index (-1) and on ROCm, whose capability
+    numbers mean something else."""
+    return (device_index >= 0 and torch.version.hip is None
+            and hasattr(tl.extra, "cuda") and hasattr(tl.extra.cuda, "gdc_wait")
             and torch.cuda.get_device_capability(device_index)[0] >= 9)
 
 
@@ -73,98 +92,149 @@ def spec_kernel(fn):
     )
 
 
+_dtype = operator.attrgetter("dtype")
+_data_ptr = torch.Tensor.data_ptr
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(device_index):
+    if _current_raw_stream is not None:
+        return _current_raw_stream(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 class Launcher:
     """Launches one kernel over a 1-D or 2-D grid.
 
-    ``key`` must determine the compiled kernel: the dtypes of the pointer arguments (through
-    the op's variant, see ``spec_ops.validation.VerifiedMetadata``) and every constexpr value
-    (runtime ints are annotated ``tl.int64`` in the kernels, so their values do not matter).
     ``args`` lists every kernel parameter in order, constexprs included, except the trailing
-    ``PDL``, which the launcher adds for the device. Tensor arguments come first.
+    ``PDL``, which the launcher adds for the device. The kernel's ``*_ptr`` parameters come
+    first and get tensors, all on one CUDA device (or CPU tensors under TRITON_INTERPRET).
     """
 
     def __init__(self, kernel, num_warps=4):
         self.kernel = kernel
         self.num_warps = num_warps
-        self.launches = {}      # (device index, num_warps, key) -> launch(grid, grid_y, args)
+        parameters = list(inspect.signature(kernel.fn).parameters.values())
+        names = [param.name for param in parameters]
+        self.num_tensors = sum(name.endswith("_ptr") for name in names)
+        assert all(name.endswith("_ptr") for name in names[:self.num_tensors]), names
+        constexprs = [i for i, param in enumerate(parameters[:-1])
+                      if "constexpr" in str(param.annotation)]
+        self.constexprs = (operator.itemgetter(*constexprs) if len(constexprs) > 1 else
+                           (lambda args: (args[constexprs[0]],)) if constexprs else
+                           (lambda args: ()))
+        self.launches = {}      # key (see __call__) -> launch(grid, grid_y, args)
+        self.lock = threading.Lock()
 
-    def __call__(self, device_index, grid, key, args, num_warps=None, grid_y=1):
+    def __call__(self, grid, args, num_warps=None, grid_y=1):
         if grid == 0 or grid_y == 0:
             return
         num_warps = num_warps or self.num_warps
         if INTERPRET:
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
             return
-        cache_key = (device_index, num_warps, key)
-        launch = self.launches.get(cache_key)
-        if launch is not None and device_index == torch._C._cuda_getDevice():
+        tensors = args[:self.num_tensors]
+        device_index = tensors[0].get_device()
+        key = (device_index, num_warps, *map(_dtype, tensors), *self.constexprs(args))
+        launch = self.launches.get(key)
+        if launch is not None and device_index == torch.cuda.current_device():
             launch(grid, grid_y, args)
             return
         with torch.cuda.device(device_index):
             if launch is None:
-                self._first_launch(cache_key, grid, grid_y, args)
-            else:
-                launch(grid, grid_y, args)
+                with self.lock:     # one compilation per key, whatever the threads
+                    launch = self.launches.get(key)
+                    if launch is None:
+                        self.launches[key] = self._first_launch(device_index, num_warps, grid,
+                                                                grid_y, args)
+                        return
+            launch(grid, grid_y, args)
 
-    def _first_launch(self, cache_key, grid, grid_y, args):
-        """The first launch of a variant goes through Triton, which compiles (or loads from its
-        disk cache) and hands back the compiled kernel; later launches call it directly."""
-        device_index, num_warps, _ = cache_key
+    def _first_launch(self, device_index, num_warps, grid, grid_y, args):
+        """Launch through Triton, which compiles (or loads from its disk cache); return the
+        launch later calls of this key take."""
         pdl = supports_pdl(device_index)
         options = {"launch_pdl": True} if pdl else {}
-        compiled = self.kernel[(grid, grid_y)](*args, pdl, num_warps=num_warps, **options)
-        self.launches[cache_key] = cached_launch(compiled, device_index, args, pdl)
+        kernel = self.kernel
+        compiled = kernel[(grid, grid_y)](*args, pdl, num_warps=num_warps, **options)
+        path = launch_path(compiled)
+        if path == "direct":
+            launch = _direct_launch(compiled, device_index, self.num_tensors, pdl)
+        elif path == "run":
+            launch = _run_launch(compiled, device_index, pdl)
+        else:
+            def launch(grid, grid_y, args):
+                kernel[(grid, grid_y)](*args, pdl, num_warps=num_warps, **options)
+        launch.path = path
+        return launch
 
 
-def leading_tensors(args):
-    """How many of ``args`` are tensors before the first non-tensor."""
-    count = 0
-    for arg in args:
-        if not isinstance(arg, torch.Tensor):
-            break
-        count += 1
-    return count
+# --- the launch paths ----------------------------------------------------------------------
+
+_RUN_PARAMETERS = ["self", "gridX", "gridY", "gridZ", "stream", "function"]
+# What Triton 3.6's CudaLauncher.__call__ does once scratch buffers are None (no scratch
+# memory): the direct path makes exactly this call.
+_DIRECT_CALL = ("self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid,"
+                " self.launch_pdl, global_scratch, profile_scratch, *args)")
 
 
-def bare_launcher(run):
-    """The C launch function behind a compiled kernel's ``run``, when this Triton is one whose
-    argument order we know (3.6: grid, stream, function, cooperative, PDL, two scratch
-    buffers, metadata, hooks, kernel arguments) and the kernel needs no scratch memory; else
-    None. Calling it directly skips a Python frame that allocates scratch per launch."""
-    if not triton.__version__.startswith("3.6."):
-        return None
+def _call_parameters(run):
     try:
-        parameters = list(inspect.signature(type(run).__call__).parameters)
+        return list(inspect.signature(type(run).__call__).parameters)
     except (TypeError, ValueError):
         return None
-    if parameters != ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]:
-        return None
-    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
-        return None
-    return getattr(run, "launch", None)
 
 
-_data_ptr = torch.Tensor.data_ptr
+def launch_path(compiled):
+    """The fastest launch path this compiled kernel's launcher is known to support, capped by
+    SPEC_OPS_LAUNCH."""
+    limit = LAUNCH_PATHS.index(LAUNCH_PATH_LIMIT)
+    run = getattr(compiled, "run", None)
+    parameters = _call_parameters(run)
+    known_run = (parameters is not None and parameters[:6] == _RUN_PARAMETERS
+                 and hasattr(compiled, "function") and hasattr(compiled, "packed_metadata"))
+    if limit <= 0 and known_run and _direct_structure(run, parameters):
+        return "direct"
+    if limit <= 1 and known_run:
+        return "run"
+    return "triton"
 
 
-def cached_launch(compiled, device_index, args, pdl):
-    """``launch(grid, grid_y, args)`` for a compiled kernel: tensors go to Triton as device
-    addresses (the op validated their device), on the device's current stream."""
-    num_tensors = leading_tensors(args)
+def _direct_structure(run, parameters):
+    """True when ``run`` is a launcher whose __call__ only allocates scratch memory and then
+    calls its C ``launch`` as _DIRECT_CALL, and this kernel needs no scratch memory."""
+    if parameters != _RUN_PARAMETERS + ["args"]:
+        return False
+    try:
+        source = " ".join(inspect.getsource(type(run).__call__).split())
+    except (OSError, TypeError):
+        return False
+    return (source.count("self.launch(") == 1 and _DIRECT_CALL in source
+            and getattr(run, "global_scratch_size", 1) == 0
+            and getattr(run, "profile_scratch_size", 1) == 0
+            and isinstance(getattr(run, "launch", None), types.BuiltinFunctionType)
+            and isinstance(getattr(run, "launch_cooperative_grid", None), bool)
+            and isinstance(getattr(run, "launch_pdl", None), bool))
+
+
+def _direct_launch(compiled, device_index, num_tensors, pdl):
+    """The C launch with the tensors as device addresses (the op checked their device)."""
     run = compiled.run
-    function, metadata = compiled.function, compiled.packed_metadata
-    current_stream = torch._C._cuda_getCurrentRawStream
-    c_launch = bare_launcher(run)
-    if c_launch is not None:
-        cooperative, launch_pdl = run.launch_cooperative_grid, run.launch_pdl
+    c_launch, function, metadata = run.launch, compiled.function, compiled.packed_metadata
+    cooperative, launch_pdl = run.launch_cooperative_grid, run.launch_pdl
 
-        def launch(grid, grid_y, args):
-            c_launch(grid, grid_y, 1, current_stream(device_index), function, cooperative,
-                     launch_pdl, None, None, metadata, None, None, None,
-                     *map(_data_ptr, args[:num_tensors]), *args[num_tensors:], pdl)
-    else:
-        def launch(grid, grid_y, args):
-            run(grid, grid_y, 1, current_stream(device_index), function, metadata, None, None,
-                None, *map(_data_ptr, args[:num_tensors]), *args[num_tensors:], pdl)
-    launch.direct = c_launch is not None
+    def launch(grid, grid_y, args):
+        c_launch(grid, grid_y, 1, _current_stream(device_index), function, cooperative,
+                 launch_pdl, None, None, metadata, None, None, None,
+                 *map(_data_ptr, args[:num_tensors]), *args[num_tensors:], pdl)
+    return launch
+
+
+def _run_launch(compiled, device_index, pdl):
+    """Triton's launcher object, called as Triton 3.6 through 3.9 call it (without hooks)."""
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+
+    def launch(grid, grid_y, args):
+        run(grid, grid_y, 1, _current_stream(device_index), function, metadata, None, None,
+            None, *args, pdl)
     return launch

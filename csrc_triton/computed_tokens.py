@@ -1,16 +1,18 @@
 """SPEC 1.6: correct computed-token counts after an async-scheduling batch change.
 
 Row i reads num_computed_tokens[prev_positions[i]], which another row may write, and the
-contract is "all reads before any write". That needs a barrier, so the whole batch runs in
-one program: load everything, barrier, store. The loads take two dependent round trips
-(prev_positions, then the gathers at it, all masked only by prev_positions).
+contract is "all reads before any write". Up to ONE_PROGRAM_ROWS rows, the whole batch runs in
+one program: load everything, barrier, store. Larger batches first snapshot the rows that can
+be read (a device copy, so a second launch), then run one program per block of rows that reads
+the snapshot and writes the counts: no program reads what another writes.
 """
 
 import triton.language as tl
 
-from ._launch import Launcher, next_power_of_2, pdl_prologue, spec_kernel
+from ._launch import Launcher, cdiv, next_power_of_2, pdl_prologue, spec_kernel
 
-MAX_ROWS = 16384
+ONE_PROGRAM_ROWS = 16384
+BLOCK_ROWS = 1024           # rows per program with a snapshot
 
 
 @spec_kernel
@@ -21,21 +23,22 @@ def _update_num_computed_tokens_kernel(
     valid_count_ptr,            # [previous batch]
     prev_num_draft_ptr,         # [previous batch]
     cpu_num_computed_ptr,       # [n]
+    prev_computed_ptr,          # [>= num_prev_rows]: num_computed_ptr itself, or its snapshot
     num_rows: tl.int64, num_prev_rows: tl.int64,
     BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
-    rows = tl.arange(0, BLOCK).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     row_mask = rows < num_rows
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
     cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask, other=0).to(tl.int64)
     known = row_mask & (prev >= 0) & (prev < num_prev_rows)
     prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
     accepted = tl.load(valid_count_ptr + prev, mask=known, other=0).to(tl.int64)
-    prev_computed = tl.load(num_computed_ptr + prev, mask=known, other=0).to(tl.int64)
+    prev_computed = tl.load(prev_computed_ptr + prev, mask=known, other=0).to(tl.int64)
     participates = known & (prev_drafts > 0)
     computed = tl.where(participates, prev_computed + accepted, cpu_computed)
-    tl.debug_barrier()
+    tl.debug_barrier()      # one program: every read above precedes every write below
     tl.store(num_computed_ptr + rows, computed, mask=row_mask)
     tl.store(num_accepted_ptr + rows, accepted, mask=participates)
 
@@ -45,11 +48,16 @@ _update_num_computed_tokens = Launcher(_update_num_computed_tokens_kernel)
 
 def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, prev_positions,
                                       valid_sampled_token_count, prev_num_draft_tokens,
-                                      cpu_num_computed_tokens, num_prev_rows, *, variant):
+                                      cpu_num_computed_tokens, num_prev_rows):
     num_rows = prev_positions.shape[0]
-    block = max(next_power_of_2(num_rows), 128)
+    if num_rows <= ONE_PROGRAM_ROWS:
+        block, prev_computed = max(next_power_of_2(num_rows), 128), num_computed_tokens
+    else:
+        block = BLOCK_ROWS
+        prev_computed = num_computed_tokens[:num_prev_rows].clone()
     _update_num_computed_tokens(
-        prev_positions.get_device(), 1, (variant, block),
+        cdiv(num_rows, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
-         prev_num_draft_tokens, cpu_num_computed_tokens, num_rows, num_prev_rows, block),
+         prev_num_draft_tokens, cpu_num_computed_tokens, prev_computed, num_rows,
+         num_prev_rows, block),
         num_warps=min(max(block // 32, 4), 32))

@@ -86,16 +86,14 @@ def launch_copy_and_expand_dflash_inputs(
         next_token_ids, target_positions, out_input_ids, out_context_positions,
         out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
         out_token_indices, block_table, query_start_loc, num_rejected_tokens,
-        parallel_drafting_token_id, block_size, num_query_per_req, num_speculative_tokens, *,
-        variant):
+        parallel_drafting_token_id, block_size, num_query_per_req, num_speculative_tokens):
     num_reqs = query_start_loc.shape[0] - 1
     num_context = target_positions.shape[0]
     has_rejected = num_rejected_tokens is not None
     rejected = num_rejected_tokens if has_rejected else query_start_loc
     block_q = next_power_of_2(num_query_per_req)
     _copy_and_expand_dflash_inputs(
-        target_positions.get_device(), num_reqs,
-        (variant, rejected.dtype, has_rejected, block_size, block_q),
+        num_reqs,
         (next_token_ids, target_positions, out_input_ids, out_context_positions,
          out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
          out_token_indices, block_table, query_start_loc, rejected, num_context,

@@ -86,19 +86,18 @@ _multi_step = Launcher(_multi_step_kernel)
 
 
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
-                out_clamped_positions, out_slot_mapping, input_batch_size, *, variant):
+                out_clamped_positions, out_slot_mapping, input_batch_size):
     _step(
-        positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
+        cdiv(input_batch_size, BLOCK_R),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
          positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
          max_model_len, block_size, BLOCK_R))
 
 
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size, *,
-                      variant):
+                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
     _multi_step(
-        positions.get_device(), cdiv(input_batch_size, BLOCK_R), (variant, block_size),
+        cdiv(input_batch_size, BLOCK_R),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
          positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
          max_model_len, out_positions.stride()[0], out_slot_mapping.stride()[0],

@@ -131,10 +131,10 @@ def launch_copy_and_expand_eagle_inputs(
         out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
         out_hidden_state_mapping, query_start_loc, query_end_loc, padding_token_id,
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids,
-        num_outputs, *, variant):
+        num_outputs):
     num_reqs = next_token_ids.shape[0]
     _copy_and_expand_eagle_inputs(
-        target_token_ids.get_device(), num_reqs, (variant, shift_input_ids),
+        num_reqs,
         (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,
          out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
          out_hidden_state_mapping, query_start_loc, query_end_loc, target_token_ids.shape[0],
@@ -145,11 +145,11 @@ def launch_copy_and_expand_eagle_inputs(
 
 def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                     is_rejected_token_mask, out_slot_mapping, block_size,
-                                    num_new_tokens, max_model_len, *, variant):
+                                    num_new_tokens, max_model_len):
     num_reqs = query_start_loc.shape[0] - 1
     num_entries = new_positions.shape[0]
     _compute_new_slot_mapping(
-        new_positions.get_device(), num_reqs + 1, (variant, block_size),
+        num_reqs + 1,
         (block_table, query_start_loc, new_positions, is_rejected_token_mask, out_slot_mapping,
          num_reqs, num_entries, block_table.stride()[0], block_table.shape[1], num_new_tokens,
          max_model_len, block_size, PER_REQUEST_BLOCK),

@@ -114,10 +114,10 @@ _prepare_padded_draft_inputs = Launcher(_prepare_padded_draft_inputs_kernel)
 
 
 def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                      next_token_ids, valid_sampled_tokens_count, vocab_size, *, variant):
+                      next_token_ids, valid_sampled_tokens_count, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
     _next_token(
-        sampled_token_ids.get_device(), cdiv(num_reqs, BLOCK_R), (variant, num_cols),
+        cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
          valid_sampled_tokens_count, num_reqs, sampled_token_ids.stride()[0], vocab_size,
          num_cols, BLOCK_R))
@@ -125,10 +125,10 @@ def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token
 
 def launch_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                  query_start_loc, token_indices_to_sample, num_rejected_tokens,
-                                 *, variant):
+                                 ):
     num_reqs = cu_num_draft_tokens.shape[0]
     _prepare_inputs_padded(
-        cu_num_draft_tokens.get_device(), cdiv(num_reqs, BLOCK_R), variant,
+        cdiv(num_reqs, BLOCK_R),
         (cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
          token_indices_to_sample, num_rejected_tokens, num_reqs, BLOCK_R))
 
@@ -137,10 +137,10 @@ def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                        backup_next_token_ids, cu_num_draft_tokens,
                                        query_start_loc, next_token_ids,
                                        valid_sampled_tokens_count, token_indices_to_sample,
-                                       num_rejected_tokens, vocab_size, *, variant):
+                                       num_rejected_tokens, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
     _prepare_padded_draft_inputs(
-        sampled_token_ids.get_device(), cdiv(num_reqs, BLOCK_R), (variant, num_cols),
+        cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
          num_rejected_tokens, num_reqs, sampled_token_ids.stride()[0], vocab_size,

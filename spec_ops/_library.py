@@ -9,34 +9,34 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import validation
+from .validation import OverlapCheck
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
 
 
 class OpKernels(NamedTuple):
     """An op's two real kernels, each validating first. ``triton`` is what the CUDA dispatch
-    key runs; under TRITON_INTERPRET=1 tests call it on CPU tensors to run the Triton kernel."""
+    key runs; under TRITON_INTERPRET=1 tests call it on CPU tensors to run the Triton kernel.
+    ``check(*args, fake=False)`` is the whole argument check (the fake runs it too)."""
 
     triton: Callable
     cpu: Callable
+    check: Callable
 
 
 KERNELS: dict = {}
-VERIFIED: dict = {}     # op name -> its VerifiedMetadata
 
 
-def define(schema, check, cuda_kernel, cpu_kernel):
-    """Define an op from its SPEC schema and register its CUDA and CPU kernels.
+def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
+    """Define an op from its schema and register its CUDA and CPU kernels.
 
-    ``check(*args, verified=...)`` validates the op's arguments and returns the extra sizes it
-    derived; each kernel is called as ``kernel(*args, *extras)``, after the check, so nothing
-    launches on bad input. ``verified`` says that the required tensor arguments match the
-    metadata of an earlier valid call (``VerifiedMetadata``), so only their sizes need
-    checking; a call with the exact metadata and scalars of earlier ones is not checked again.
-    The CUDA kernel also gets ``variant=``, a small int naming the dtypes of those
-    tensors, for its launch key. (The dispatcher leaves out trailing arguments equal to their
-    schema default, so such parameters keep their default in the Python signatures too.)
+    ``check(*args)`` validates the op's arguments (metadata and Python scalars only) and
+    returns the extra sizes it derived; the op's written tensors are then checked for overlap
+    with every other tensor argument (``may_alias``: pairs allowed to be the same tensor).
+    Each kernel is called as ``kernel(*args, *extras)`` after both, so nothing launches on bad
+    input. Nothing is remembered between calls. (The dispatcher leaves out trailing arguments
+    equal to their schema default, so such parameters keep their default in the Python
+    signatures too.)
     """
     name = schema[: schema.index("(")]
     # Custom ops default to needs_exact_strides, whose Inductor path fails on mutable ops with a
@@ -44,29 +44,20 @@ def define(schema, check, cuda_kernel, cpu_kernel):
     # kernels validate strides themselves, so a fixed stride order is all they need.
     LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
     op = getattr(torch.ops.spec_ops, name).default
-    verified = validation.VerifiedMetadata.for_schema(op._schema)
-    tensors_of, scalars_of = verified.tensors, verified.scalars
+    no_overlap = OverlapCheck(name, op._schema, may_alias)
+
+    def checked(*args, fake=False):
+        extras = check(*args)
+        no_overlap(args, fake)
+        return extras
 
     def cuda(*args):
-        # verified.checked(args, check), inlined: the hot path
-        tensors, scalars = tensors_of(args), scalars_of(args)
-        for guard, known_scalars, extras, variant in verified.exact:
-            if known_scalars == scalars and guard.check(*tensors):
-                return cuda_kernel(*args, *extras, variant=variant)
-        for guard, variant in verified.guards:
-            if guard.check(*tensors):
-                extras = check(*args, verified=True)
-                verified.seen(tensors, scalars, extras, variant)
-                return cuda_kernel(*args, *extras, variant=variant)
-        extras = check(*args)
-        return cuda_kernel(*args, *extras, variant=verified.remember(args))
+        return cuda_kernel(*args, *checked(*args))
 
     def cpu(*args):
-        extras, _ = verified.checked(args, check)
-        return cpu_kernel(*args, *extras)
+        return cpu_kernel(*args, *checked(*args))
 
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
-    KERNELS[name] = OpKernels(cuda, cpu)
-    VERIFIED[name] = verified
+    KERNELS[name] = OpKernels(cuda, cpu, checked)
     return op

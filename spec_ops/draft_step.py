@@ -25,10 +25,10 @@ def _advance(block_table, positions, seq_lens, block_size, max_model_len):
 # --- 1.5 eagle_step_update_slot_mapping_and_metadata ---------------------------------------
 
 def _step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
-               out_clamped_positions, out_slot_mapping, input_batch_size=None, *, variant):
+               out_clamped_positions, out_slot_mapping, input_batch_size=None):
     launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping,
-                validation.padded_rows(positions, input_batch_size), variant=variant)
+                validation.padded_rows(positions, input_batch_size))
 
 
 def _step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
@@ -47,7 +47,8 @@ _step_op = define(
     "Tensor(a!) seq_lens, int block_size, int max_model_len, "
     "Tensor(b!) out_clamped_positions, Tensor(c!) out_slot_mapping, "
     "SymInt? input_batch_size=None) -> ()",
-    validation.check_eagle_step_update_slot_mapping_and_metadata, _step_cuda, _step_cpu)
+    validation.check_eagle_step_update_slot_mapping_and_metadata, _step_cuda, _step_cpu,
+    may_alias=[("positions", "out_clamped_positions")])
 
 
 def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens, block_size,
@@ -67,11 +68,10 @@ def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens
 # --- 5.2 eagle_multi_step_slot_mapping -----------------------------------------------------
 
 def _multi_step_cuda(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None, *,
-                     variant):
+                     out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None):
     launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens,
-                      validation.padded_rows(positions, input_batch_size), variant=variant)
+                      validation.padded_rows(positions, input_batch_size))
 
 
 def _multi_step_cpu(positions, block_table, seq_lens, block_size, max_model_len, num_steps,

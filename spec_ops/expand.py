@@ -96,11 +96,11 @@ def copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_token_
 # --- 1.7 compute_new_slot_mapping ----------------------------------------------------------
 
 def _new_slot_mapping_cuda(block_table, query_start_loc, new_positions, is_rejected_token_mask,
-                           block_size, num_new_tokens, max_model_len, *, variant):
+                           block_size, num_new_tokens, max_model_len):
     slot_mapping = validation.empty_slot_mapping(new_positions)
     launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                     is_rejected_token_mask, slot_mapping, block_size,
-                                    num_new_tokens, max_model_len, variant=variant)
+                                    num_new_tokens, max_model_len)
     return slot_mapping
 
 

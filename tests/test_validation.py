@@ -7,11 +7,9 @@ import torch
 
 from backends import BACKENDS, call, place
 from samples import OPS, op_overload, sample, written_arg_indices
-from spec_ops.validation import VerifiedMetadata
 
 NUM_REQS = 5
-# A full check, then size-only ones until the metadata is remembered exactly, then one exact.
-WARM_CALLS = VerifiedMetadata.PROMOTE_AFTER + 2
+WARM_CALLS = 3     # valid calls first: nothing they leave behind may let a bad call through
 
 
 def tensor_args(op):
@@ -31,17 +29,17 @@ def all_cases(select):
     return [case for op in OPS for case in cases(op, select)]
 
 
-def assert_rejected(op, args, error, name, backend, fragment=""):
+def assert_rejected(op, args, error, name, backend, fragment="", warm=True, place_args=True):
     """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched, also
-    right after valid calls (whose metadata the op then remembers, with sizes free and, the
-    same call coming again and again, exactly: VerifiedMetadata)."""
-    for _ in range(WARM_CALLS):
+    right after valid calls with the same layout (compiled kernels are cached by then)."""
+    for _ in range(WARM_CALLS if warm else 0):
         call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
-    placed = place(args, backend)
-    before = [placed[i].clone() for i in written_arg_indices(op)]
+    placed = place(args, backend) if place_args else args
+    written = [i for i in written_arg_indices(op) if placed[i] is not None]
+    before = [placed[i].clone() for i in written]
     with pytest.raises(error, match=rf"spec_ops\.{op}: .*{name}.*{fragment}"):
         call(op, placed, backend)
-    for i, original in zip(written_arg_indices(op), before):
+    for i, original in zip(written, before):
         assert torch.equal(placed[i], original), f"{op} wrote {i} before failing"
 
 
@@ -178,171 +176,170 @@ def test_dflash_speculative_tokens_must_cover_the_queries():
         op_overload("copy_and_expand_dflash_inputs")(*args)
 
 
-def test_update_num_computed_tokens_row_limit():
-    from spec_ops._triton import UPDATE_NUM_COMPUTED_TOKENS_MAX_ROWS as max_rows
-    n = max_rows + 1
-    rows = torch.zeros(n, dtype=torch.int32)
-    with pytest.raises(ValueError, match=f"prev_positions has {n} rows; at most {max_rows}"):
-        op_overload("update_num_computed_tokens_for_batch_change")(
-            rows.clone(), rows.clone(), rows - 1, rows, rows, rows)
+
+def written_names(op):
+    return {op_overload(op)._schema.arguments[i].name for i in written_arg_indices(op)}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("op", OPS)
-def test_verified_metadata_matches_only_what_the_check_accepted(op, backend):
-    """After a valid call, a call with the same tensor metadata (sizes free) is verified in one
-    C++ call; a different dtype, rank, stride or device is not, and takes the full check."""
-    from spec_ops._library import VERIFIED
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
+def test_none_for_a_required_tensor_is_a_type_error(op, index, name, backend):
     args = sample(op, seed=11, num_reqs=NUM_REQS)
-    call(op, place(args, backend), backend)
-    assert VERIFIED[op](place(args, backend)) is not None, "a valid call is remembered"
-    verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
-    variant = verified.remember(place(args, backend))
-    assert verified(place(args, backend)) == variant
-    index, _ = tensor_args(op)[0]
-    placed = place(args, backend)
-    first = placed[index]
-    assert verified(replaced(placed, index, first[:1])) == variant, "sizes are not remembered"
-    other_dtype = torch.int64 if first.dtype == torch.int32 else torch.int32
-    strided = (first.repeat_interleave(2)[::2] if first.dim() == 1
-               else first.t().contiguous().t())
-    for changed in (first.to(other_dtype), first[None], strided, first.to("meta")):
-        assert verified(replaced(placed, index, changed)) is None, changed
-    # Another dtype is another variant: the CUDA kernels key their compiled code by it.
-    assert verified.remember(replaced(placed, index, first.to(other_dtype))) != variant
+    if str(op_overload(op)._schema.arguments[index].type) == "Optional[Tensor]":
+        return
+    assert_rejected(op, replaced(args, index, None), TypeError, name, backend,
+                    "must be a tensor, got None", warm=False)
 
 
-def test_remembered_metadata_does_not_keep_tensors_alive():
-    import gc
-    import weakref
-
-    args = (torch.zeros(1 << 16, dtype=torch.int32), torch.zeros(3, dtype=torch.int64), 7)
-    alive = weakref.ref(args[0])
-    verified = VerifiedMetadata([0, 1], scalars=lambda args: args[2:])
-    for _ in range(WARM_CALLS):
-        verified.checked(args, lambda *args, verified=False: ())
-    assert verified.guards and verified.exact
-    assert verified((torch.zeros(5, dtype=torch.int32), args[1])) is not None
-    del args
-    gc.collect()
-    assert alive() is None
+def byte_span(t):
+    count = (t.shape[0] - 1) * t.stride(0) + t.shape[1] if t.dim() == 2 else t.numel()
+    return count * t.element_size()
 
 
-def _another_scalar(value):
-    return 1 if value is None else (not value) if isinstance(value, bool) else value + 1
+def sharing_memory(first, second, offset, device):
+    """Copies of ``first`` and ``second`` (same shapes, strides, dtypes) in one buffer on
+    ``device``, the second starting ``offset`` bytes after the first."""
+    memory = torch.zeros(byte_span(first) + byte_span(second) + offset, dtype=torch.uint8,
+                         device=device)
+
+    def lay(t, start):
+        view = memory[start:start + byte_span(t)].view(t.dtype).as_strided(t.shape, t.stride())
+        view.copy_(t.to(device))
+        return view
+    return lay(first, 0), lay(second, offset)
 
 
-@pytest.mark.parametrize("seed", [11, 1])       # 1.4: num_rejected_tokens None, then given
-@pytest.mark.parametrize("op", OPS)
-def test_exact_metadata_skips_the_check_until_anything_changes(op, seed):
-    """After a full check and PROMOTE_AFTER size-only ones, a call with the same metadata and
-    scalars finds them remembered exactly and is not checked again; another scalar or other
-    sizes are checked (and may fail) as usual."""
-    from spec_ops import validation
-    checks = []
-
-    def check(*args, verified=False):
-        checks.append(verified)
-        return getattr(validation, "check_" + op)(*args, verified=verified)
-
-    schema_types = [str(argument.type) for argument in op_overload(op)._schema.arguments]
-    verified = VerifiedMetadata.for_schema(op_overload(op)._schema)
-    args = sample(op, seed=seed, num_reqs=NUM_REQS)
-    results = [verified.checked(place(args, "cpu"), check) for _ in range(WARM_CALLS)]
-    exact = verified.scalars(args) is not None
-    assert exact == all(args[i] is None for i, kind in enumerate(schema_types)
-                        if kind == "Optional[Tensor]")
-    size_only = VerifiedMetadata.PROMOTE_AFTER if exact else WARM_CALLS - 1
-    assert checks == [False] + [True] * size_only
-    assert len(set(results)) == 1, "the remembered extras and variant are the call's own"
-    scalar_positions = [i for i, kind in enumerate(schema_types)
-                        if kind in ("int", "bool", "Optional[int]")]
-    for changed in ([replaced(args, i, _another_scalar(args[i])) for i in scalar_positions]
-                    + [sample(op, seed=seed, num_reqs=NUM_REQS + 1)]):
-        before = len(checks)
-        try:
-            verified.checked(place(changed, "cpu"), check)
-        except ValueError:
-            pass
-        assert len(checks) == before + 1, f"{changed} was not checked"
+def overlap_cases():
+    found = []
+    for op in OPS:
+        args = sample(op, seed=11, num_reqs=NUM_REQS)
+        tensors = [(i, name) for i, name in tensor_args(op)
+                   if isinstance(args[i], torch.Tensor) and args[i].numel()]
+        for i, name in tensors:
+            if name in written_names(op):
+                found += [(op, i, name, j, other) for j, other in tensors if j != i]
+    return found
 
 
-def test_two_dtype_mixes_never_share_a_variant_across_threads():
-    """The variant is a CUDA launch key: remembering two dtype mixes at once, with a thread
-    switch between reading the table and writing it, still names them apart."""
-    import threading
-    import time
-
-
-    class SlowTable(dict):
-        def __len__(self):
-            size = super().__len__()
-            time.sleep(0.01)            # hands the GIL to the other thread
-            return size
-
-    verified = VerifiedMetadata([0, 1])
-    verified.variants = SlowTable()
-    found = {}
-
-    def remember(dtype):
-        found[dtype] = verified.remember((torch.zeros(3, dtype=dtype),
-                                          torch.zeros(3, dtype=torch.int32)))
-
-    threads = [threading.Thread(target=remember, args=(d,)) for d in (torch.int32, torch.int64)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert found[torch.int32] != found[torch.int64]
-
-
-def test_unmatchable_metadata_is_not_remembered():
-    """A size-1 tensor with a non-unit stride passes the check but can never match a guard
-    (which asks for unit stride): it is not remembered, so it evicts nothing."""
-    verified = VerifiedMetadata([0, 1])
-    plain = (torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32))
-    variant = verified.remember(plain)
-    odd = (torch.zeros(4, dtype=torch.int32)[::2][:1], torch.zeros(4, dtype=torch.int32))
-    assert odd[0].stride() == (2,)
-    assert verified.remember(odd) == variant
-    assert len(verified.guards) == 1 and verified(plain) == variant
+ALLOWED_ALIASES = {("eagle_step_update_slot_mapping_and_metadata", "out_clamped_positions",
+                    "positions")}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("bad", ["short", "float"])
-def test_a_given_optional_tensor_is_checked_on_every_call(backend, bad):
-    """1.4's num_rejected_tokens, when given, is in no remembered metadata: after many valid
-    calls with it, a bad one is still rejected."""
-    op = "copy_and_expand_dflash_inputs"
-    args = sample(op, seed=1, num_reqs=NUM_REQS)
-    assert isinstance(args[10], torch.Tensor)
-    for _ in range(WARM_CALLS):
-        call(op, place(args, backend), backend)
-    rejected = args[10][:1] if bad == "short" else args[10].float()
-    with pytest.raises((TypeError, ValueError), match=rf"spec_ops\.{op}: num_rejected_tokens"):
-        call(op, place(replaced(args, 10, rejected), backend), backend)
+@pytest.mark.parametrize("op,written,name,other,other_name", overlap_cases())
+def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, other, other_name,
+                                                          backend):
+    """Written tensors that overlap any other argument are rejected naming both, before any
+    launch; overlap is decided from memory ranges, so the very same tensor, a view into the
+    same buffer, and a shifted overlap all count (except SPEC's allowed same-tensor alias)."""
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    first, second = args[written], args[other]
+    allowed = (op, name, other_name) in ALLOWED_ALIASES
+    # Same first element: the very same memory; allowed pairs get a shifted overlap instead.
+    offset = first.element_size() if allowed else 0
+    if allowed and byte_span(first) <= offset:
+        return
+    first, second = sharing_memory(first, second, offset, "cuda" if backend == "cuda" else "cpu")
+    placed = replaced(replaced(place(args, backend), written, first), other, second)
+    assert_rejected(op, placed, ValueError, "", backend,
+                    rf"({name} overlaps {other_name}|{other_name} overlaps {name})",
+                    warm=False, place_args=False)
 
 
-def test_more_sizes_taking_turns_than_exact_slots_do_not_rebuild_guards(monkeypatch):
-    """Five sets of sizes in turn, four exact slots: once the slots are full, a slot changes
-    hands at most once per EVICT_AFTER size-only calls (a guard costs several checks)."""
-    from spec_ops import validation
-    builds = []
+@pytest.mark.parametrize("name", sorted(n for n in OPS if n in
+                                        ("eagle_step_update_slot_mapping_and_metadata",)))
+def test_the_allowed_alias_is_the_same_tensor(name):
+    args = sample(name, seed=11, num_reqs=NUM_REQS)
+    positions = args[0]
+    same = replaced(args, 5, positions)
+    call(name, same, "cpu")          # no error: SPEC's one allowed alias
 
-    def counting_guard(tensors, exact):
-        builds.append(exact)
-        return guard(tensors, exact)
 
-    guard = validation._tensor_guard
-    monkeypatch.setattr(validation, "_tensor_guard", counting_guard)
-    verified = VerifiedMetadata([0, 1], scalars=lambda args: args[2:])
-    turns = [(torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32), 7)
-             for n in range(3, 8)]
-    for num_turns in (4, 5):        # four remembered exactly, then a fifth joins them
-        for _ in range(60):
-            for args in turns[:num_turns]:
-                verified.checked(args, lambda *args, verified=False: ())
-    exact_builds = builds.count(True)
-    assert len(verified.exact) == VerifiedMetadata.MAX_EXACT
-    assert exact_builds <= VerifiedMetadata.MAX_EXACT + verified.size_only_calls // (
-        VerifiedMetadata.EVICT_AFTER) + 1, exact_builds
+def test_overlap_is_decided_on_fake_and_meta_tensors_too():
+    op = "eagle_prepare_inputs_padded"
+    buffer = torch.zeros(10, dtype=torch.int32, device="meta")
+    args = (buffer[:3], buffer[3:6], torch.zeros(4, dtype=torch.int32, device="meta"),
+            buffer[5:8], torch.zeros(3, dtype=torch.int32, device="meta"))
+    with pytest.raises(ValueError, match="token_indices_to_sample overlaps "
+                                         "valid_sampled_tokens_count"):
+        op_overload(op)(*args)
+    op_overload(op)(*replaced(args, 3, buffer[6:9]))       # adjacent, not overlapping
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_update_num_computed_tokens_has_no_row_limit(backend):
+    """More rows than one program reads (the CUDA path snapshots the rows it reads), with rows
+    reading entries that other rows write."""
+    import random
+
+    from reference import REFERENCES
+    rng = random.Random(5)
+    num_rows = 20000 if backend != "interpret" else 17000
+    prev = [rng.randrange(num_rows) if rng.random() < 0.9 else -1 for _ in range(num_rows)]
+
+    def ints(values):
+        return torch.tensor(values, dtype=torch.int32)
+    args = (ints([rng.randrange(5000) for _ in range(num_rows)]),
+            ints([0] * num_rows), ints(prev), ints([rng.randrange(4) for _ in range(num_rows)]),
+            ints([rng.randrange(3) for _ in range(num_rows)]),
+            ints([rng.randrange(5000) for _ in range(num_rows)]))
+    op = "update_num_computed_tokens_for_batch_change"
+    expected = REFERENCES[op](*args)
+    from backends import run
+    assert [t.tolist() for t in run(op, args, backend)] == expected
+
+
+def test_valid_calls_never_raise_under_threads():
+    """Eight threads calling ops with valid and invalid arguments, the interpreter switching
+    threads as often as it can: every valid call returns the right result, every invalid one
+    raises its error and writes nothing."""
+    import sys
+    import threading
+
+    from reference import REFERENCES
+    from samples import clone_args
+    ops = ("eagle_prepare_inputs_padded", "copy_and_expand_eagle_inputs",
+           "eagle_step_update_slot_mapping_and_metadata", "compute_new_slot_mapping")
+    work = []
+    for op in ops:
+        for seed, num_reqs in ((1, 3), (2, 7)):
+            args = sample(op, seed, num_reqs)
+            expected = REFERENCES[op](*args)
+            index, _ = tensor_args(op)[1]
+            work.append((op, args, expected, replaced(args, index, args[index].float())))
+    failures = []
+
+    def hammer(worker):
+        for n in range(150):
+            op, args, expected, bad = work[(worker + n) % len(work)]
+            try:
+                placed = clone_args(args)
+                result = call(op, placed, "cpu")
+                got = [placed[i].tolist() for i in written_arg_indices(op)]
+                if result is not None:
+                    got.append(result.tolist())
+                if got != [list(e) if not isinstance(e, list) else e for e in expected]:
+                    failures.append(f"{op}: wrong result")
+                placed = clone_args(bad)
+                before = [placed[i].clone() for i in written_arg_indices(op)]
+                try:
+                    call(op, placed, "cpu")
+                    failures.append(f"{op}: bad call accepted")
+                except TypeError:
+                    if not all(torch.equal(placed[i], b)
+                               for i, b in zip(written_arg_indices(op), before)):
+                        failures.append(f"{op}: bad call wrote")
+            except Exception as error:      # noqa: BLE001 - any exception is a failure
+                failures.append(f"{op}: {type(error).__name__}: {error}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=hammer, args=(w,)) for w in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:5]
