@@ -1,6 +1,6 @@
 """Benchmark every spec_ops op against its plain-torch composition and its bare Triton launch.
 
-Each op (SPEC 1.1-1.7, 5.1, 5.2) runs at R = 1, 64 and 1024 requests with K = 3 drafts, and the
+Each op (SPEC 1.1-1.7, 5.1, 5.2, 7.1) runs at R = 1, 64 and 1024 requests with K = 3 drafts, and the
 copy/expand ops (1.3, 1.4, 1.7) also on a prefill-sized batch of 8 x 2048 tokens, in these
 variants:
 
@@ -219,6 +219,18 @@ def _multi_step_inputs(num_reqs, tokens_per_req, gen):
     }
 
 
+def _mrope_step_inputs(num_reqs, tokens_per_req, gen):
+    """An M-RoPE draft step (7.1): 1.5's batch, its positions three rows that trail the token
+    index seq_len - 1 by up to an image's worth of tokens."""
+    state = _draft_step_inputs(num_reqs, tokens_per_req, gen)
+    index = state.pop("seq_lens").long() - 1
+    del state["positions"], state["out_clamped_positions"]
+    return {**state,
+            "positions": (index - _randint(0, 512, (3, num_reqs), gen, I64)).clamp(min=0),
+            "seq_lens": (index + 1).to(I32),
+            "out_positions": _out((3, num_reqs), I64)}
+
+
 def _batch_change_inputs(num_reqs, tokens_per_req, gen):
     """Async scheduling (1.6): the batch reordered, 1 in 10 rows new, 1 in 10 had no drafts."""
     prev_positions = torch.randperm(num_reqs, generator=gen)
@@ -366,6 +378,19 @@ def _torch_step(positions, block_table, seq_lens, block_size, max_model_len,
     out_slot_mapping[num_reqs:_padded(num_reqs, input_batch_size)] = spec_ops.PADDING_SLOT_ID
 
 
+def _torch_mrope_step(positions, block_table, seq_lens, block_size, max_model_len,
+                      out_positions, out_slot_mapping, input_batch_size):
+    """1.5's step from the token index seq_len - 1, the three position rows carried along."""
+    num_reqs = positions.shape[1]
+    _, slot, new_seq_lens = _torch_advance(seq_lens[:num_reqs].long() - 1, block_table,
+                                           seq_lens[:num_reqs], block_size, max_model_len)
+    over = seq_lens[:num_reqs] >= max_model_len
+    out_positions[:, :num_reqs] = torch.where(over, 0, positions + 1)
+    seq_lens[:num_reqs] = new_seq_lens
+    out_slot_mapping[:num_reqs] = slot
+    out_slot_mapping[num_reqs:_padded(num_reqs, input_batch_size)] = spec_ops.PADDING_SLOT_ID
+
+
 def _torch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
     num_reqs = positions.shape[0]
@@ -452,6 +477,8 @@ class Op:
     unfused: Callable | None = None     # fused op: the SPEC 1 calls it replaces
     fused_limit: float | None = None    # target: fused <= fused_limit x unfused
     compile_torch: bool = False         # also torch.compile(dynamic=True) of torch_fn
+    baseline: str | None = None         # target: graph time <= baseline_limit x this op's
+    baseline_limit: float | None = None
 
 
 OPS = (
@@ -469,6 +496,8 @@ OPS = (
        unfused=_next_token_then_prepare_inputs, fused_limit=0.6),
     Op("5.2", "eagle_multi_step_slot_mapping", _multi_step_inputs, _torch_multi_step,
        unfused=_step_calls, fused_limit=0.35),
+    Op("7.1", "eagle_mrope_step_update_slot_mapping_and_metadata", _mrope_step_inputs,
+       _torch_mrope_step, baseline="1.5", baseline_limit=1.1),
 )
 
 FLOOR_LIMIT = 1.5          # per-request op in a graph <= 1.5 x the empty-kernel node
@@ -531,9 +560,7 @@ def _check(name, fn, initial, expected):
 class Launch:
     """One Launcher call an op made, replayable without the op around it."""
     launcher: Launcher
-    device_index: int
     grid: int
-    key: tuple
     args: tuple
     num_warps: int
     grid_y: int
@@ -542,16 +569,20 @@ class Launch:
         """kernel[grid](*args): Triton's own launch (binding, specialization, cache lookup), with
         the op's launch options."""
         kernel, num_warps = self.launcher.kernel, self.num_warps
-        pdl = supports_pdl(self.device_index)
+        pdl = supports_pdl(self.args[0].get_device())
         args, options = (*self.args, pdl), ({"launch_pdl": True} if pdl else {})
         grid = (self.grid, self.grid_y)
         return lambda: kernel[grid](*args, num_warps=num_warps, **options)
 
     def fast(self):
         """The launcher's cached launch of the compiled kernel: what the op runs after its
-        validation, from the second call on."""
-        launch = self.launcher.launches[(self.device_index, self.num_warps, self.key)]
-        grid, grid_y, args = self.grid, self.grid_y, self.args
+        check, from the second call on. Looked up under the key Launcher.__call__ builds (a
+        KeyError here means that key changed)."""
+        launcher, args = self.launcher, self.args
+        tensors = args[:launcher.num_tensors]
+        key = (tensors[0].get_device(), self.num_warps, *(t.dtype for t in tensors),
+               *launcher.constexprs(args))
+        launch, grid, grid_y = launcher.launches[key], self.grid, self.grid_y
         return lambda: launch(grid, grid_y, args)
 
 
@@ -559,10 +590,9 @@ class Launch:
 def _recording_launches(launches):
     original = Launcher.__call__
 
-    def record(launcher, device_index, grid, key, args, num_warps=None, grid_y=1):
-        launches.append(Launch(launcher, device_index, grid, key, args,
-                               num_warps or launcher.num_warps, grid_y))
-        original(launcher, device_index, grid, key, args, num_warps, grid_y)
+    def record(launcher, grid, args, num_warps=None, grid_y=1):
+        launches.append(Launch(launcher, grid, args, num_warps or launcher.num_warps, grid_y))
+        original(launcher, grid, args, num_warps, grid_y)
 
     with mock.patch.object(Launcher, "__call__", record):
         yield
@@ -708,6 +738,8 @@ def evaluate_targets(cases, floor):
                         "passed": None if ratio is None else ratio <= limit})
 
     ops = {op.label: op for op in OPS}
+    graph_times = {(case["label"], case["size"]): case["times"]["op"].get("graph_us")
+                   for case in cases}
     for case in cases:
         op, times = ops[case["label"]], case["times"]
         value = {(name, metric): times.get(name, {}).get(metric)
@@ -725,6 +757,10 @@ def evaluate_targets(cases, floor):
             for metric, what in (("graph_us", "graph"), ("host_us", "eager")):
                 add(f"{what} <= {op.fused_limit}x unfused", case,
                     _ratio(value["op", metric], value["unfused", metric]), op.fused_limit)
+        if op.baseline:
+            add(f"graph <= {op.baseline_limit}x {op.baseline}", case,
+                _ratio(value["op", "graph_us"], graph_times.get((op.baseline, case["size"]))),
+                op.baseline_limit)
     return targets
 
 

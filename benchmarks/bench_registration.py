@@ -1,117 +1,134 @@
-"""Which registration route costs least per eager call? (issue #2: the op boundary)
+"""What an eager spec_ops call costs on the host, against the raw Triton launch of its kernel.
 
-The same SPEC 1.5 step kernel, same validation, behind four boundaries, timed as host µs per
-eager call on CUDA (back-to-back calls, synchronized around each batch, the routes taking
-turns within each repeat, median of repeats):
+Every op of torch.ops.spec_ops, on bench_ops' inputs (OPS) at R = 64 requests, K = 3 drafts;
+host µs per eager call (back-to-back calls, synchronized around each batch of calls, the
+variants of one op taking turns within each repeat, median of repeats: bench_ops.host_us):
 
-  library      torch.library.Library define/impl, called as torch.ops.spec_ops.<op>.default
-               (what spec_ops ships); also through the spec_ops.<op> Python function
-  custom_op    torch.library.custom_op wrapping the same validate + launch
-  triton_op    torch.library.triton_op + wrap_triton (Inductor can see the kernel)
-  raw triton   kernel[(grid,)](*args): the Triton launch alone, no validation, no op
-  cached       the launcher's cached launch of the compiled kernel: the launch path the library
-               route takes after validating
+  op              torch.ops.spec_ops.<op>.default with the same arguments on every call
+  op, changing    the batch size changing on every call: 8 argument sets, R = 57..64, in turn
+  raw             kernel[grid](*args) of the op's kernel on the op's launch arguments, the
+  raw, changing   same ones or changing alike: Triton's own launch, no check, no op
+  dispatcher      the op's schema in a scratch namespace behind a kernel that does nothing
+  check           validation.check_<op>, the op's full metadata check
+  layouts match   where the check has a size-only mode (verified=True): the match of the
+  check, verified layouts remembered from earlier valid calls, and that size-only check, which
+                  a matching call runs in place of the full one (validation.KnownLayouts)
+  overlap         the OverlapCheck of its written tensors against every other argument
+  cached launch   the launcher's cached launch alone, as the op makes it after its check
+  rest            op - the parts a call runs: the glue around them
 
-Then, for every op at R = 64 (bench_ops' inputs), where an eager call's host time goes, the
-parts timed in turn within each repeat: the whole op; the dispatcher alone (a no-op Python
-kernel behind the same schema); the metadata match (VerifiedMetadata); the op's check on
-verified metadata and in full; all the validation a call repeating earlier metadata exactly
-gets (VerifiedMetadata.checked); the cached launch; and the raw Triton launch for scale.
+Target: every op's eager call at most 1.0x its raw Triton launch, with the same arguments
+and with the batch size changing (PASS/FAIL in the summary, printed last).
 
-Then every op called with the same arguments each time against its batch size changing on
-every call: the exact-metadata fast path against the size check it saves (and what noting
-the sizes costs when they never repeat).
+Two tables for information, printed first:
+* registration routes: 1.5 at R = 64 behind torch.library.Library define/impl (what spec_ops
+  ships; through the op and through the spec_ops function), custom_op and triton_op (each
+  running the same check and launch), against the raw launch;
+* each fused op against the unfused calls it replaces (bench_ops' unfused), through spec_ops,
+  through the same schemas behind no-op kernels (the dispatcher alone), and behind kernels that
+  only replay the cached launch (the least a Python-registered op can cost).
 
-Last, each fused op (SPEC 5) against the SPEC 1 calls it replaces, at R = 64, through three
-boundaries: spec_ops as shipped; the same schemas behind no-op kernels (the dispatcher
-alone); and behind kernels that only replay the cached launch (dispatcher + launch, the least
-any Python-registered op can cost: the floor of the eager fused-vs-unfused ratios).
-
-Prints the three tables and writes benchmarks/results/bench_registration.json (and to $OUT when
-set).
+Writes benchmarks/results/bench_registration.json (and to $OUT when set). Without CUDA, or
+with --smoke, it runs the same code paths on small CPU inputs: the ops' CPU kernels, the Triton
+kernels interpreted (the launcher's whole call stands in for its cached launch, which the
+interpreter does not have), a few calls each; its times mean nothing and no target is judged.
+--quick prints the per-op table and the summary only.
 """
 
+import argparse
 import functools
-import itertools
+import inspect
 import json
 import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import torch
-import triton
 
-import bench_ops  # benchmarks/, the script's own folder
+import bench_ops  # benchmarks/, the script's own folder; sets TRITON_INTERPRET in smoke mode
 import spec_ops
 from spec_ops import validation
-from spec_ops._library import KERNELS, VERIFIED
+from spec_ops._library import KERNELS
 from spec_ops._triton import draft_step
-from spec_ops._triton._launch import supports_pdl
+from spec_ops._triton._launch import INTERPRET, supports_pdl
 
-def step_inputs(num_reqs):
-    positions = torch.randint(0, 4000, (num_reqs,), dtype=torch.int64, device="cuda")
-    block_table = torch.randint(0, 1 << 16, (num_reqs, 256), dtype=torch.int32, device="cuda")
-    seq_lens = torch.randint(1, 4000, (num_reqs,), dtype=torch.int32, device="cuda")
-    clamped = torch.empty(num_reqs, dtype=torch.int64, device="cuda")
-    slots = torch.empty(num_reqs, dtype=torch.int64, device="cuda")
-    return positions, block_table, seq_lens, 16, 4096, clamped, slots, None
+SMOKE = bench_ops.SMOKE
+DEVICE = "cpu" if SMOKE else "cuda"
+NUM_REQS = 4 if SMOKE else 64
+CHANGING_SIZES = (3, 4) if SMOKE else tuple(range(57, 65))
+LIMIT = 1.0             # target: op <= LIMIT x raw Triton launch
 
 
-def validate_and_launch(*args):
-    """What the library route's CUDA kernel runs: the check (metadata verified in one call
-    after the first) and the cached launch."""
-    KERNELS["eagle_step_update_slot_mapping_and_metadata"].triton(*args)
+def _op_args(op, num_reqs=NUM_REQS):
+    inputs = op.inputs(num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(num_reqs))
+    return bench_ops._op_args(op.name, bench_ops._fresh(inputs, DEVICE))
 
 
-@torch.library.custom_op("spec_ops_bench::step_custom_op",
-                         mutates_args=("seq_lens", "out_clamped_positions", "out_slot_mapping"))
-def step_custom_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
-                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
-                   out_slot_mapping: torch.Tensor) -> None:
-    validate_and_launch(positions, block_table, seq_lens, block_size, max_model_len,
-                        out_clamped_positions, out_slot_mapping)
+def _overload(name, namespace=torch.ops.spec_ops):
+    return getattr(namespace, name).default
 
 
-@torch.library.triton_op("spec_ops_bench::step_triton_op",
-                         mutates_args=("seq_lens", "out_clamped_positions", "out_slot_mapping"))
-def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
-                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
-                   out_slot_mapping: torch.Tensor) -> None:
-    validation.check_eagle_step_update_slot_mapping_and_metadata(
-        positions, block_table, seq_lens, block_size, max_model_len, out_clamped_positions,
-        out_slot_mapping)
-    num_reqs = positions.shape[0]
-    grid = (-(-num_reqs // draft_step.BLOCK_R),)
-    pdl = supports_pdl(positions.get_device())
-    torch.library.wrap_triton(draft_step._step_kernel)[grid](
-        positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
-        num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
-        draft_step.BLOCK_R, pdl, **({"launch_pdl": True} if pdl else {}))
+def recorded_launches(name, args):
+    """The Launcher calls one call of the op's CUDA kernel makes (compiling its kernels on the
+    first; interpreted on CPU tensors in smoke mode)."""
+    launches = []
+    with bench_ops._recording_launches(launches):
+        KERNELS[name].triton(*args)
+    assert launches, f"{name} launched no kernel"
+    return launches
+
+
+def raw_launch(launches):
+    """kernel[grid](*args) of every launch the op made, in order."""
+    return _in_turn([launch.raw() for launch in launches])
+
+
+def cached_launch(launches):
+    """The launcher's cached launch of every launch the op made; interpreted, the launcher's
+    whole call (nothing is compiled, so nothing is cached)."""
+    if INTERPRET:
+        return _in_turn([functools.partial(launch.launcher, launch.grid, launch.args,
+                                           launch.num_warps, launch.grid_y)
+                         for launch in launches])
+    return _in_turn([launch.fast() for launch in launches])
+
+
+def _in_turn(calls):
+    """One function making each of ``calls`` once, in order."""
+    if len(calls) == 1:
+        return calls[0]
+
+    def run():
+        for call in calls:
+            call()
+    return run
 
 
 def shadow_ops(namespace, kernel_of, names):
-    """(torch.ops.<namespace>, its Library): the spec_ops schemas of ``names`` behind the CUDA
-    kernels ``kernel_of(name)`` in place of spec_ops' own. Keep the Library: its
-    registrations go with it."""
+    """(torch.ops.<namespace>, its Library): the spec_ops schemas of ``names`` behind the
+    kernels ``kernel_of(name)`` for this run's device, in place of spec_ops' own. Keep the
+    Library: its registrations go with it."""
     library = torch.library.Library(namespace, "DEF")
     for name in names:
-        library.define(str(getattr(torch.ops.spec_ops, name).default._schema).split("::", 1)[1])
-        library.impl(name, kernel_of(name), "CUDA")
+        library.define(str(_overload(name)._schema).split("::", 1)[1])
+        library.impl(name, kernel_of(name), "CPU" if SMOKE else "CUDA")
     return getattr(torch.ops, namespace), library
 
 
 def no_op(name):
     """A kernel that does nothing (returns a preallocated tensor where the schema returns one):
     what is left of a call is the dispatcher's own work."""
-    if "-> Tensor" not in str(getattr(torch.ops.spec_ops, name).default._schema):
+    if not _overload(name)._schema.returns:
         return lambda *args: None
-    result = torch.empty(1, dtype=torch.int64, device="cuda")
+    result = torch.empty(1, dtype=torch.int64, device=DEVICE)
     return lambda *args: result
 
 
 def launch_only(name):
-    """A kernel that runs spec_ops' own on its first call, recording the launch, and from then
-    on only replays that launch: no check, no metadata match, no glue around it."""
+    """A kernel that runs spec_ops' own on its first call, recording its launches, and from
+    then on only replays them: no check, no glue around the launch."""
     replay = []
 
     def kernel(*args):
@@ -119,165 +136,248 @@ def launch_only(name):
             launches = []
             with bench_ops._recording_launches(launches):
                 KERNELS[name].triton(*args)
-            replay.append(launches[0].fast())
+            replay.append(cached_launch(launches))
         replay[0]()
     return kernel
 
 
-def _r64_args(op, num_reqs=64):
-    state = bench_ops._fresh(
-        op.inputs(num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(5)), "cuda")
-    return bench_ops._op_args(op.name, state)
+# --- every op: the targets and where the time goes ------------------------------------------
+
+def validation_parts(name, args):
+    """({part: fn}, [the parts a CUDA call of the op runs]): its validation built as
+    _library.define builds it. The full check; where the check has a size-only mode, the
+    match of remembered layouts and the size-only check a matching call runs instead (these
+    calls all match: their layout is remembered first); the overlap check."""
+    schema = _overload(name)._schema
+    check = getattr(validation, "check_" + name)
+    parts = {"check": functools.partial(check, *args)}
+    runs = ["check"]
+    if "verified" in inspect.signature(check).parameters:
+        known = validation.KnownLayouts.for_schema(schema)
+        known.remember(args)
+        parts["layouts match"] = functools.partial(known.match, args)
+        parts["check, verified"] = functools.partial(check, *args, verified=True)
+        runs = ["layouts match", "check, verified" if known.match(args) else "check"]
+    parts["overlap"] = functools.partial(validation.OverlapCheck(name, schema), args)
+    return parts, [*runs, "overlap"]
 
 
-CHANGING_SIZES = range(57, 65)     # more than VerifiedMetadata remembers exactly
-
-
-def _call_next(fn, arg_sets):
-    fn(*next(arg_sets))
-
-
-def size_changes():
-    """{op label: {route: host µs}}: each op called with the same arguments on every call
-    (remembered exactly after its warm-up calls, so not checked), and with the batch size changing
-    on every call, the 8 sizes of CHANGING_SIZES in turn (too many to be remembered exactly:
-    each call is checked for sizes and noted as seen). Both cycle through 8 argument sets."""
-    times = {}
+def per_op(no_ops):
+    """{op label: {"op": name, "host_us": {variant: µs per call}, "op runs": [parts]}} for every
+    op of bench_ops.OPS; ``no_ops`` is the namespace of no-op kernels behind the same schemas."""
+    results = {}
     for op in bench_ops.OPS:
-        fn = getattr(torch.ops.spec_ops, op.name).default
-        same = [_r64_args(op)] * len(CHANGING_SIZES)
-        changing = [_r64_args(op, num_reqs) for num_reqs in CHANGING_SIZES]
-        calls = {route: functools.partial(_call_next, fn, itertools.cycle(arg_sets))
-                 for route, arg_sets in (("same", same), ("changing", changing))}
-        times[op.label] = bench_ops.host_us(calls)
-    return times
-
-
-def breakdown():
-    """{op label: {part: host µs}} at R = 64, the parts interleaved within each repeat."""
-    no_ops, _library = shadow_ops("spec_ops_breakdown", no_op,
-                                  [op.name for op in bench_ops.OPS])
-    parts = {}
-    for op in bench_ops.OPS:
-        args = _r64_args(op)
-        launches = []
-        with bench_ops._recording_launches(launches):
-            getattr(torch.ops.spec_ops, op.name).default(*args)
-        check, verified = getattr(validation, "check_" + op.name), VERIFIED[op.name]
+        fn = _overload(op.name)
+        same = _op_args(op)
+        changing = [_op_args(op, num_reqs) for num_reqs in CHANGING_SIZES]
+        same_launches = recorded_launches(op.name, same)
+        changing_launches = [recorded_launches(op.name, args) for args in changing]
+        turns = len(changing)
+        checks, runs = validation_parts(op.name, same)
+        # The op and the raw launch go through the same loop over 8 calls, so the target
+        # ratios compare like with like; the parts are single calls.
         fns = {
-            "op": functools.partial(getattr(torch.ops.spec_ops, op.name).default, *args),
-            "dispatcher": functools.partial(getattr(no_ops, op.name).default, *args),
-            "metadata match": functools.partial(verified, args),
-            "check, verified": functools.partial(check, *args, verified=True),
-            "check, full": functools.partial(check, *args),
-            "checked, exact": functools.partial(verified.checked, args, check),
-            "cached launch": launches[0].fast(),
-            "raw triton": launches[0].raw(),
+            "op": _in_turn([functools.partial(fn, *same)] * turns),
+            "op, changing": _in_turn([functools.partial(fn, *args) for args in changing]),
+            "raw": _in_turn([raw_launch(same_launches)] * turns),
+            "raw, changing": _in_turn([raw_launch(launches) for launches in changing_launches]),
+            "dispatcher": functools.partial(_overload(op.name, no_ops), *same),
+            **checks,
+            "cached launch": cached_launch(same_launches),
         }
-        if op.unfused:
-            fns["unfused"] = functools.partial(op.unfused, *args)
-        parts[op.label] = bench_ops.host_us(fns)
-    return parts
+        times = bench_ops.host_us(fns)
+        for name in ("op", "op, changing", "raw", "raw, changing"):
+            times[name] /= turns
+        runs = ["dispatcher", *runs, "cached launch"]
+        times["rest"] = times["op"] - sum(times[part] for part in runs)
+        results[op.label] = {"op": op.name, "host_us": times, "op runs": runs}
+        print(f"[{time.perf_counter() - STARTED:6.1f} s] {op.label}", file=sys.stderr,
+              flush=True)
+    return results
 
 
-UNFUSED_OPS = {      # the SPEC 1 ops each fused op's unfused sequence calls (bench_ops.OPS)
-    "5.1": ("eagle_prepare_next_token_padded", "eagle_prepare_inputs_padded"),
-    "5.2": ("eagle_step_update_slot_mapping_and_metadata",),
-}
-FLOOR_ROUTES = {
-    "spec_ops as shipped": None,
-    "dispatcher only (no-op kernels)": no_op,
-    "dispatcher + cached launch only": launch_only,
-}
+def evaluate_targets(ops):
+    """[{label, variant, ratio, limit, passed}]: op <= LIMIT x raw, same and changing sizes."""
+    targets = []
+    for label, row in ops.items():
+        times = row["host_us"]
+        for variant, raw in (("op", "raw"), ("op, changing", "raw, changing")):
+            ratio = None if SMOKE else times[variant] / times[raw]
+            targets.append({"label": label, "variant": variant, "ratio": ratio, "limit": LIMIT,
+                            "passed": None if ratio is None else ratio <= LIMIT})
+    return targets
 
 
-def fused_floors():
-    """{fused op label: {route: {fused, unfused, ratio}}}: host µs per call at R = 64 of each
-    SPEC 5 op and of the SPEC 1 calls it replaces, through the routes of FLOOR_ROUTES, all
-    interleaved. The same schemas behind kernels that only replay the cached launch are the
-    least any Python-registered kernel can cost, so their ratio is the floor of the eager
-    fused-vs-unfused targets."""
+# --- registration routes (information) -----------------------------------------------------
+
+STEP = "eagle_step_update_slot_mapping_and_metadata"
+STEP_WRITES = ("seq_lens", "out_clamped_positions", "out_slot_mapping")
+
+
+@torch.library.custom_op("spec_ops_bench::step_custom_op", mutates_args=STEP_WRITES)
+def step_custom_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
+                   out_slot_mapping: torch.Tensor) -> None:
+    KERNELS[STEP].triton(positions, block_table, seq_lens, block_size, max_model_len,
+                         out_clamped_positions, out_slot_mapping)
+
+
+@torch.library.triton_op("spec_ops_bench::step_triton_op", mutates_args=STEP_WRITES)
+def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+                   block_size: int, max_model_len: int, out_clamped_positions: torch.Tensor,
+                   out_slot_mapping: torch.Tensor) -> None:
+    KERNELS[STEP].check(positions, block_table, seq_lens, block_size, max_model_len,
+                        out_clamped_positions, out_slot_mapping)
+    num_reqs = positions.shape[0]
+    pdl = supports_pdl(positions.get_device())
+    torch.library.wrap_triton(draft_step._step_kernel)[(-(-num_reqs // draft_step.BLOCK_R),)](
+        positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
+        num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
+        draft_step.BLOCK_R, pdl, **({"launch_pdl": True} if pdl else {}))
+
+
+def routes():
+    """{route: host µs per call} of 1.5 at R = NUM_REQS through each registration route."""
+    (step,) = [op for op in bench_ops.OPS if op.name == STEP]
+    args = _op_args(step)[:7]       # input_batch_size left at its default
+    return bench_ops.host_us({
+        "Library define/impl (.default)": functools.partial(_overload(STEP), *args),
+        "spec_ops function": functools.partial(getattr(spec_ops, STEP), *args),
+        "custom_op": functools.partial(step_custom_op, *args),
+        "triton_op + wrap_triton": functools.partial(step_triton_op, *args),
+        "raw kernel[grid]": raw_launch(recorded_launches(STEP, args)),
+    })
+
+
+# --- fused ops against the calls they replace (information) ---------------------------------
+
+def fused_floors(no_ops):
+    """{fused op label: {route: {fused, unfused, ratio}}}: host µs per call of each fused op and
+    of the unfused calls it replaces, through spec_ops, the no-op kernels and kernels that only
+    replay the cached launch, all interleaved. The last is the least any Python-registered op
+    can cost, so its ratio is the floor of the eager fused-vs-unfused targets."""
     fused = [op for op in bench_ops.OPS if op.unfused]
-    names = {name for op in fused for name in (op.name, *UNFUSED_OPS[op.label])}
-    namespaces, libraries = {"spec_ops as shipped": torch.ops.spec_ops}, []
-    for route, kernel_of in FLOOR_ROUTES.items():
-        if kernel_of is not None:
-            namespace = "spec_ops_floor_" + kernel_of.__name__
-            namespaces[route], library = shadow_ops(namespace, kernel_of, sorted(names))
-            libraries.append(library)
+    replays, _library = shadow_ops("spec_ops_floor_launch_only", launch_only,
+                                   [op.name for op in bench_ops.OPS])
+    namespaces = {"spec_ops as shipped": torch.ops.spec_ops,
+                  "dispatcher only (no-op kernels)": no_ops,
+                  "dispatcher + cached launch only": replays}
     floors = {}
     for op in fused:
-        args = _r64_args(op)
+        args = _op_args(op)
+        # An unfused sequence that takes no namespace of ops runs through spec_ops only.
+        takes_ops = "ops" in inspect.signature(op.unfused).parameters
+        by_route = namespaces if takes_ops else {"spec_ops as shipped": torch.ops.spec_ops}
         fns = {}
-        for route, ops in namespaces.items():
-            fns[route, "fused"] = functools.partial(getattr(ops, op.name).default, *args)
-            fns[route, "unfused"] = functools.partial(op.unfused, *args, ops=ops)
+        for route, ops in by_route.items():
+            fns[route, "fused"] = functools.partial(_overload(op.name, ops), *args)
+            fns[route, "unfused"] = functools.partial(op.unfused, *args,
+                                                      **({"ops": ops} if takes_ops else {}))
         times = bench_ops.host_us(fns)
         floors[op.label] = {route: {"fused": times[route, "fused"],
                                     "unfused": times[route, "unfused"],
                                     "ratio": times[route, "fused"] / times[route, "unfused"]}
-                            for route in namespaces}
+                            for route in by_route}
     return floors
 
 
-def main():
-    rows = []
-    for num_reqs in (1, 1024):
-        args = step_inputs(num_reqs)
-        launches = []
-        with bench_ops._recording_launches(launches):
-            spec_ops.eagle_step_update_slot_mapping_and_metadata(*args)
-        op = torch.ops.spec_ops.eagle_step_update_slot_mapping_and_metadata
-        routes = {
-            "library (.default)": lambda: op.default(*args),
-            "library (packet)": lambda: op(*args),
-            "spec_ops function": lambda: spec_ops.eagle_step_update_slot_mapping_and_metadata(
-                *args),
-            "custom_op": lambda: step_custom_op(*args[:7]),
-            "triton_op": lambda: step_triton_op(*args[:7]),
-            "raw triton kernel[grid]": launches[0].raw(),
-            "cached launch": launches[0].fast(),
-        }
-        times = bench_ops.host_us(routes)
-        for name, us in times.items():
-            rows.append({"num_reqs": num_reqs, "route": name, "host_us": us,
-                         "vs_raw_triton": us / times["raw triton kernel[grid]"]})
-    print(f"{'R':>5}  {'route':<26}{'host µs':>9}  {'× raw triton':>12}")
-    for row in rows:
-        print(f"{row['num_reqs']:>5}  {row['route']:<26}{row['host_us']:>9.2f}  "
-              f"{row['vs_raw_triton']:>12.2f}")
-    parts = breakdown()
-    names = ["op", "dispatcher", "metadata match", "check, verified", "check, full",
-             "checked, exact", "cached launch", "raw triton", "unfused"]
-    print("\nwhere an eager call's host µs go (R = 64; the parts overlap: op = dispatcher + "
-          "validation + launch + glue, where validation is 'checked, exact' for a call that "
-          "repeats earlier metadata, as these do, and metadata match + check otherwise)")
-    print(f"{'op':<5}" + "".join(f"{name:>16}" for name in names))
-    for label, times in parts.items():
-        print(f"{label:<5}" + "".join(f"{times.get(name, float('nan')):>16.2f}"
-                                      for name in names))
-    changes = size_changes()
-    print("\nthe batch size changing on every call (8 sizes in turn) against the same arguments "
-          "each call, host µs")
-    print(f"{'op':<5}{'same':>9}{'changing':>10}{'difference':>12}")
-    for label, row in changes.items():
-        print(f"{label:<5}{row['same']:>9.2f}{row['changing']:>10.2f}"
-              f"{row['changing'] - row['same']:>12.2f}")
-    floors = fused_floors()
-    print("\nfused ops against the SPEC 1 calls they replace (R = 64, host µs per call, "
-          "interleaved)")
+# --- tables and files -----------------------------------------------------------------------
+
+def print_routes(times):
+    print(f"\nregistration routes: {STEP} (1.5), R = {NUM_REQS}, host µs per eager call")
+    print(f"{'route':<32}{'host µs':>9}{'x raw':>8}")
+    for route, us in times.items():
+        print(f"{route:<32}{us:>9.2f}{us / times['raw kernel[grid]']:>8.2f}")
+
+
+def print_floors(floors):
+    print(f"\nfused ops against the unfused calls they replace (R = {NUM_REQS}, host µs per "
+          f"call, interleaved; information, no target)")
     print(f"{'op':<5}{'route':<34}{'fused':>9}{'unfused':>9}{'ratio':>8}")
-    for label, routes in floors.items():
-        for route, row in routes.items():
+    for label, by_route in floors.items():
+        for route, row in by_route.items():
             print(f"{label:<5}{route:<34}{row['fused']:>9.2f}{row['unfused']:>9.2f}"
                   f"{row['ratio']:>8.3f}")
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": triton.__version__, "python": sys.version.split()[0], "rows": rows,
-              "breakdown_r64": parts, "size_changes": changes, "fused_floors_r64": floors}
-    for folder in filter(None, (Path(__file__).resolve().parent / "results",
-                                os.environ.get("OUT"))):
+
+
+COLUMNS = {"op": "op", "op, changing": "op chg", "raw": "raw", "raw, changing": "raw chg",
+           "dispatcher": "dispatch", "check": "check", "layouts match": "match",
+           "check, verified": "chk verif", "overlap": "overlap", "cached launch": "launch",
+           "rest": "rest"}
+
+
+def print_per_op(ops):
+    print(f"\nhost µs per eager call, R = {NUM_REQS} (chg: R = {CHANGING_SIZES[0]}.."
+          f"{CHANGING_SIZES[-1]} in turn); the parts: dispatch(er), the full check, the match "
+          f"of remembered layouts, the size-only check (chk verif), overlap, the cached launch; "
+          f"rest = op - the parts a call runs (* below)")
+    print(f"{'op':<5}" + "".join(f"{short:>10}" for short in COLUMNS.values()))
+    for label, row in ops.items():
+        cells = [("-" if name not in row["host_us"] else
+                  f"{row['host_us'][name]:.2f}{'*' if name in row['op runs'] else ''}")
+                 for name in COLUMNS]
+        print(f"{label:<5}" + "".join(f"{cell:>10}" for cell in cells))
+
+
+def print_summary(targets, unmeasured):
+    print(f"\n== summary: eager op <= {LIMIT:g}x raw Triton launch (host µs ratio) ==")
+    print(f"{'op':<5}{'same arguments':>18}{'changing R':>18}")
+    for label in dict.fromkeys(target["label"] for target in targets):
+        cells = [("n/a" if t["passed"] is None else
+                  f"{'PASS' if t['passed'] else 'FAIL'} {t['ratio']:.2f}")
+                 for t in targets if t["label"] == label]
+        print(f"{label:<5}" + "".join(f"{cell:>18}" for cell in cells))
+    passed = sum(target["passed"] is True for target in targets)
+    failed = sum(target["passed"] is False for target in targets)
+    print(f"targets: {passed} PASS, {failed} FAIL, {len(targets) - passed - failed} n/a"
+          + (" (smoke run: CPU, no timing judged)" if SMOKE else ""))
+    if unmeasured:
+        print(f"not measured (no inputs in bench_ops.OPS): {', '.join(unmeasured)}")
+
+
+STARTED = time.perf_counter()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="small CPU inputs, interpreted Triton, a few calls: the code paths "
+                             "only (automatic without CUDA)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the per-op table and the targets only")
+    parser.add_argument("--results-dir", type=Path,
+                        help=f"where the JSON goes (default {bench_ops.RESULTS_DIR}; a temporary "
+                             f"directory in smoke mode); also copied to $OUT when set")
+    args = parser.parse_args()
+
+    measured = {op.name for op in bench_ops.OPS}
+    unmeasured = sorted(name for name in KERNELS if name not in measured)
+    no_ops, _library = shadow_ops("spec_ops_no_op", no_op, sorted(measured))
+    route_times = floors = None
+    if not args.quick:
+        route_times = routes()
+        print_routes(route_times)
+        floors = fused_floors(no_ops)
+        print_floors(floors)
+    ops = per_op(no_ops)
+    print_per_op(ops)
+    targets = evaluate_targets(ops)
+
+    report = {"machine": bench_ops.machine_info(),
+              "config": {"num_reqs": NUM_REQS, "changing_sizes": list(CHANGING_SIZES),
+                         "K": bench_ops.K, "host_calls": bench_ops.HOST_CALLS,
+                         "host_repeats": bench_ops.HOST_REPEATS, "quick": args.quick,
+                         "seconds": round(time.perf_counter() - STARTED, 1)},
+              "ops": ops, "targets": targets, "not_measured": unmeasured,
+              "routes": route_times, "fused_floors": floors}
+    results_dir = args.results_dir or (Path(tempfile.mkdtemp()) if SMOKE
+                                       else bench_ops.RESULTS_DIR)
+    name = "bench_registration_smoke.json" if SMOKE else "bench_registration.json"
+    for folder in filter(None, (results_dir, os.environ.get("OUT"))):
         Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / "bench_registration.json").write_text(json.dumps(result, indent=2))
+        (Path(folder) / name).write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {results_dir / name} in {report['config']['seconds']} s")
+    print_summary(targets, unmeasured)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,13 @@ LAUNCH_PATHS = ("direct", "run", "triton")
 LAUNCH_PATH_LIMIT = os.environ.get("SPEC_OPS_LAUNCH", "direct")
 if LAUNCH_PATH_LIMIT not in LAUNCH_PATHS:
     raise ValueError(f"SPEC_OPS_LAUNCH must be one of {LAUNCH_PATHS}, got {LAUNCH_PATH_LIMIT!r}")
-PER_REQUEST_BLOCK = 128     # lanes per program of the per-request x chunk grids (1.3, 1.4, 1.7)
+# Lanes and warps per program of the per-request x chunk grids (1.3, 1.4, 1.7). Measured in a
+# CUDA graph on the H200 against 128 lanes: 1.3 at 1024 decodes 2.30 -> 1.69 us and at 8 x 2048
+# tokens 1.72 -> 1.22 us, 1.7 at 8 x 2048 1.79 -> 1.21 us (benchmarks/results/block_sizes.txt).
+PER_REQUEST_BLOCK = 64
 PER_REQUEST_WARPS = 1
 MAX_CHUNKS = 1024
+LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 
 
 @functools.cache
@@ -94,7 +98,10 @@ def spec_kernel(fn):
 
 _dtype = operator.attrgetter("dtype")
 _data_ptr = torch.Tensor.data_ptr
+# torch's own C entry points for the current device and stream (what Triton itself calls);
+# the public functions where a torch lacks them.
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def _current_stream(device_index):
@@ -125,6 +132,7 @@ class Launcher:
                            (lambda args: ()))
         self.launches = {}      # key (see __call__) -> launch(grid, grid_y, args)
         self.lock = threading.Lock()
+        LAUNCHERS.append(self)
 
     def __call__(self, grid, args, num_warps=None, grid_y=1):
         if grid == 0 or grid_y == 0:
@@ -137,7 +145,7 @@ class Launcher:
         device_index = tensors[0].get_device()
         key = (device_index, num_warps, *map(_dtype, tensors), *self.constexprs(args))
         launch = self.launches.get(key)
-        if launch is not None and device_index == torch.cuda.current_device():
+        if launch is not None and device_index == _current_device():
             launch(grid, grid_y, args)
             return
         with torch.cuda.device(device_index):
@@ -167,6 +175,17 @@ class Launcher:
                 kernel[(grid, grid_y)](*args, pdl, num_warps=num_warps, **options)
         launch.path = path
         return launch
+
+
+def compiled_variants():
+    """The kernel variants this process has compiled (or loaded from Triton's disk cache), as
+    (kernel name, key) pairs; key as in ``Launcher.__call__``. Empty under TRITON_INTERPRET."""
+    variants = set()
+    for launcher in LAUNCHERS:
+        with launcher.lock:
+            keys = list(launcher.launches)
+        variants.update((launcher.kernel.fn.__name__, key) for key in keys)
+    return variants
 
 
 # --- the launch paths ----------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """SPEC 1.4: DFlash first pass. Context tokens only become K/V; each request gets Q queries.
 
-The grid is (requests, chunks): program (r, c) writes chunks c, c + C, ... of request r's
-context tokens, and program (r, 0) also writes request r's Q query tokens.
+The grid is (requests, C + 1): program (r, c < C) writes chunks c, c + C, ... of request r's
+context tokens, and program (r, C) writes request r's Q query tokens. Giving the queries a
+program of their own lets their chain of dependent loads (query_start_loc, the last valid
+position, the block table) run beside the context's instead of after it.
 """
 
 import triton.language as tl
 
-from ._indexing import request_chunks, slot_lookup
+from ._indexing import slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -41,22 +43,11 @@ def _copy_and_expand_dflash_inputs_kernel(
     req = tl.program_id(0).to(tl.int64)
     context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1).to(tl.int64)
+    num_context_programs = tl.num_programs(1) - 1
 
-    # Context tokens: their own positions, and slots in the request's blocks.
-    first, stop, step = request_chunks(context_start, context_end - context_start, num_context,
-                                       BLOCK)
-    for chunk_start in range(first, stop, step):
-        j = chunk_start + tl.arange(0, BLOCK)
-        i = context_start + j
-        owned = j < stop
-        position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           position, owned, BLOCK_SIZE)
-        tl.store(out_context_positions_ptr + i, position, mask=owned)
-        tl.store(out_context_slot_ptr + i, slot, mask=owned)
-
-    # Query tokens r * Q + q: [next token, mask, mask, ...] after the last valid position.
-    if tl.program_id(1) == 0:
+    if tl.program_id(1) == num_context_programs:
+        # Query tokens r * Q + q: [next token, mask, mask, ...] after the last valid position.
+        # A program of their own, so their chain of loads runs beside the context's.
         valid_end = context_end
         if HAS_REJECTED:
             valid_end -= tl.load(num_rejected_ptr + req).to(tl.int64)
@@ -76,6 +67,22 @@ def _copy_and_expand_dflash_inputs_kernel(
         tl.store(out_query_slot_ptr + out, slot, mask=is_query)
         tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
                  mask=is_query & (q >= 1))
+    else:
+        # Context tokens: their own positions, and slots in the request's blocks. Program
+        # (r, c) takes chunks c, c + C, ... of the request's [0, count) (C context programs),
+        # bounded by the buffer whatever query_start_loc holds.
+        first = tl.maximum(-context_start, 0)
+        stop = tl.minimum(context_end - context_start, num_context - context_start)
+        for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, stop,
+                                 num_context_programs.to(tl.int64) * BLOCK):
+            j = chunk_start + tl.arange(0, BLOCK)
+            i = context_start + j
+            owned = j < stop
+            position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
+            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                               position, owned, BLOCK_SIZE)
+            tl.store(out_context_positions_ptr + i, position, mask=owned)
+            tl.store(out_context_slot_ptr + i, slot, mask=owned)
 
 
 _copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,
@@ -100,4 +107,4 @@ def launch_copy_and_expand_dflash_inputs(
          block_table.stride()[0], block_table.shape[1], parallel_drafting_token_id,
          num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q,
          PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_context, num_reqs))
+        grid_y=num_chunks(num_context, num_reqs) + 1)    # + 1: the query program

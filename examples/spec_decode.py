@@ -16,6 +16,14 @@ engine step:
                  (SPEC 1.3 + 1.7 + extend_all_queries_by_N);
        dflash    DFlash-style: the target's hidden states become the drafter's K/V, then one
                  pass of K + 1 query tokens per request (SPEC 1.4 + dflash_query_metadata).
+       eagle-mrope  chain EAGLE on requests whose prompts carry an image: the models rotate by
+                 M-RoPE positions (temporal, height, width), which after the image trail the
+                 token index, so each draft step is docs/mrope.md's 7.1 (slots from the index).
+                 It also counts what slots from the temporal position would have overwritten.
+  With --round-ops, steps 2 and 3's bookkeeping is one launch per round instead: the round op
+  of the mode (docs/round_ops.md: 6.1 prepare_eagle_round, which also computes every draft
+  step's positions, slots and seq_lens; 6.2 prepare_parallel_round; 6.3
+  prepare_dflash_round), its outputs turned into attention metadata by the round adapters.
 
 Prompts differ in length (long ones are prefilled in chunks) and so do token budgets, so the
 batch shrinks and rows move as requests finish. Whatever the drafts, the generated tokens must
@@ -23,8 +31,10 @@ equal greedy decoding with the target alone; the program checks that and exits 1
 Per mode it prints tokens/s, the mean accepted length and the share of step time spent in
 spec_ops calls. With --device cuda the chain-EAGLE draft steps run as CUDA graphs.
 
-    python examples/spec_decode.py [--mode {eagle,parallel,dflash,all}] [--fused]
-                                   [--device cuda] [--num-requests N] [--seed S]
+    python examples/spec_decode.py [--mode {eagle,parallel,dflash,eagle-mrope,all}]
+                                   [--fused | --round-ops] [--device cuda]
+                                   [--num-requests N] [--seed S]
+                                   [--no-progress]
 """
 
 import argparse
@@ -40,12 +50,12 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout
 import spec_ops  # noqa: E402
 
 MODES = ("eagle", "parallel", "dflash")
+MROPE_MODE = "eagle-mrope"      # chain EAGLE over requests with images (docs/mrope.md)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +88,34 @@ def rms_norm(x, weight):
 
 def rotary(x, positions):
     """Rotary position embedding of [tokens, heads, head_dim]: channel pair i of a token at
-    position p turns by the angle p * 10000^(-i / (head_dim / 2))."""
+    position p turns by the angle p * 10000^(-i / (head_dim / 2)). With M-RoPE positions
+    [3, T] (temporal, height, width) each axis turns a third of the pairs: pair i takes the
+    position of axis 3i // (head_dim / 2), so text (three equal positions) turns as with [T]."""
     half = x.shape[-1] // 2
-    frequency = 10000.0 ** (-torch.arange(half, device=x.device, dtype=x.dtype) / half)
-    angle = (positions.to(x.dtype)[:, None] * frequency)[:, None, :]      # [T, 1, half]
+    pairs = torch.arange(half, device=x.device)
+    frequency = 10000.0 ** (-pairs.to(x.dtype) / half)
+    if positions.dim() == 1:
+        positions = positions[None]                                       # one axis for all
+    axis = pairs * positions.shape[0] // half                             # [half]
+    angle = (positions[axis].T.to(x.dtype) * frequency)[:, None, :]      # [T, 1, half]
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def mrope_position(image, index):
+    """(temporal, height, width) of the token at `index` in a sequence whose image span is
+    `image` = (first, height, width), or None. Text before the image counts like its index;
+    the image's tokens share the temporal position `first` and count their row and column
+    from it; text after it resumes at first + max(height, width), so it trails its index by
+    height * width - max(height, width)."""
+    if image is None or index < image[0]:
+        return index, index, index
+    first, height, width = image
+    patch = index - first
+    if patch < height * width:
+        return first, first + patch // width, first + patch % width
+    return (index - height * width + max(height, width),) * 3
 
 
 def greedy(logits):
@@ -363,6 +394,36 @@ class StepTimer:
         return self.seconds[kind]
 
 
+class Progress:
+    """Requests finished out of all of a run's requests, as one "\r" line on stderr. Shown only
+    when stderr is a terminal, and erased at the end, so a log gets the result lines alone."""
+
+    def __init__(self, total, label, enabled=True):
+        self.total, self.label, self.done = total, label, 0
+        self.enabled = enabled and sys.stderr.isatty()
+        self.width = 0
+
+    def __enter__(self):
+        self.show()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.write("")
+
+    def update(self, count=1):
+        self.done += count
+        self.show()
+
+    def show(self):
+        self.write(f"{self.label:>9}: {self.done}/{self.total} requests finished")
+
+    def write(self, line):
+        if self.enabled:
+            sys.stderr.write("\r" + line.ljust(self.width) + ("\r" if not line else ""))
+            sys.stderr.flush()
+            self.width = max(self.width, len(line))
+
+
 class CudaGraphs:
     """Runs a draft-step function as a CUDA graph, one per key (batch size, step).
 
@@ -401,6 +462,7 @@ class Request:
     output: list = dataclasses.field(default_factory=list)
     num_computed: int = 0           # tokens whose K/V the target cache holds
     draft_token_ids: list = dataclasses.field(default_factory=list)   # to verify next step
+    image: tuple = None             # (first index, height, width) of an image span (M-RoPE)
 
     @property
     def tokens(self):
@@ -418,6 +480,7 @@ class VerifyBatch:
     input_ids: torch.Tensor              # [T] int32: per request a prompt chunk, or its last
     #                                      token and drafts
     positions: torch.Tensor              # [T] int64
+    rotary_positions: torch.Tensor       # positions, or [3, T] M-RoPE positions (eagle-mrope)
     cad: spec_ops.CommonAttentionMetadata
     num_draft_tokens: torch.Tensor       # [R] int32
     cu_num_draft_tokens: torch.Tensor    # [R] int32, inclusive cumsum
@@ -466,9 +529,12 @@ class ChainEagleProposer:
     later passes. The first draft is read at token_indices_to_sample. Each further step:
     SPEC 1.5 moves every request one position on (or 5.2 has computed every step's positions,
     slots and seq_lens up front); the drafter reads its last draft and its own hidden state.
+    With round ops, 6.1 computes the seeds, the first pass's inputs and every step's metadata
+    in one launch (propose_round).
     """
 
-    def __init__(self, drafter, cache, config, timer, max_num_reqs, device, fused):
+    def __init__(self, drafter, cache, config, timer, max_num_reqs, max_num_tokens, device,
+                 fused):
         self.drafter, self.cache, self.config = drafter, cache, config
         self.timer, self.fused = timer, fused
         self.graphs = CudaGraphs(device)
@@ -488,17 +554,28 @@ class ChainEagleProposer:
                                          device=device)
         self.draft_token_ids = torch.zeros(max_num_reqs, config.num_speculative_tokens,
                                            dtype=torch.int32, device=device)
+        # SPEC 6.1's first-pass outs
+        self.token_indices_to_sample = torch.zeros(max_num_reqs, dtype=torch.int32,
+                                                   device=device)
+        self.first_pass_input_ids = torch.zeros(max_num_tokens, dtype=torch.int32,
+                                                device=device)
+        self.first_pass_positions = torch.zeros(max_num_tokens, **int64)
+        self.first_pass_slot_mapping = torch.zeros(max_num_tokens, **int64)
 
-    def propose(self, batch, target_hidden, seeds):
+    def first_pass(self, batch, target_hidden, seeds):
+        """The first draft, over the verify batch; leaves the draft steps' state (last draft,
+        hidden state, positions, seq_lens) in the persistent buffers and returns the steps'
+        metadata."""
         num_reqs = batch.cad.num_reqs
         sample = seeds.token_indices_to_sample
         input_ids = batch.input_ids.roll(-1)
         input_ids[sample] = seeds.next_token_ids
         attention = PagedAttention(self.cache, batch.cad, batch.positions)
-        hidden = self.drafter(input_ids, batch.positions, target_hidden, attention)[sample]
+        hidden = self.drafter(input_ids, batch.rotary_positions, target_hidden,
+                              attention)[sample]
         self.input_ids[:num_reqs] = greedy(self.drafter.logits(hidden))
         self.hidden[:num_reqs] = hidden
-        self.positions[:num_reqs] = batch.positions[sample]
+        self.positions[..., :num_reqs] = batch.rotary_positions[..., sample]
         self.draft_token_ids[:num_reqs, 0] = self.input_ids[:num_reqs]
 
         with self.timer.measure("spec_ops"):
@@ -511,6 +588,11 @@ class ChainEagleProposer:
         if self.graphs.enabled:
             # A graph replays at later steps with longer sequences: gather up to the longest.
             cad = cad.replace(max_seq_len=self.config.max_model_len)
+        return cad
+
+    def propose(self, batch, target_hidden, seeds):
+        cad = self.first_pass(batch, target_hidden, seeds)
+        num_reqs = cad.num_reqs
         if self.fused:
             with self.timer.measure("spec_ops"):
                 self.graphs.run(("all steps", num_reqs), partial(self.all_steps_metadata, cad))
@@ -528,6 +610,46 @@ class ChainEagleProposer:
                     positions = self.positions[:num_reqs]
             self.graphs.run(("draft", num_reqs, step),
                             partial(self.draft_step, cad, positions, step))
+        return self.draft_token_ids[:num_reqs]
+
+    def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
+                      valid_sampled_tokens_count):
+        """SPEC 6.1: one launch gives the seeds, the first pass's shifted input ids, positions
+        and slot mapping, and every draft step's positions, slots and seq_lens (rows of the
+        step outs). Each step copies its positions into the buffer its forward reads."""
+        config = self.config
+        num_reqs, num_tokens = batch.cad.num_reqs, batch.cad.num_actual_tokens
+        with self.timer.measure("spec_ops"):
+            spec_ops.prepare_eagle_round(
+                sampled_token_ids, batch.discard_request_mask, batch.backup_next_token_ids,
+                batch.cu_num_draft_tokens, batch.cad.query_start_loc, batch.input_ids,
+                batch.positions, batch.cad.slot_mapping, batch.cad.block_table_tensor,
+                batch.cad.seq_lens, next_token_ids, valid_sampled_tokens_count,
+                self.token_indices_to_sample, self.first_pass_input_ids,
+                self.first_pass_positions, self.first_pass_slot_mapping, self.step_positions,
+                self.step_slot_mapping, self.step_seq_lens, config.vocab_size,
+                config.block_size, config.max_model_len, config.num_speculative_tokens - 1)
+            cad = spec_ops.eagle_round_metadata(batch.cad, self.first_pass_slot_mapping)
+        sample = self.token_indices_to_sample[:num_reqs]
+        positions = self.first_pass_positions[:num_tokens]
+        attention = PagedAttention(self.cache, cad, positions)
+        hidden = self.drafter(self.first_pass_input_ids[:num_tokens], positions, target_hidden,
+                              attention)[sample]
+        self.input_ids[:num_reqs] = greedy(self.drafter.logits(hidden))
+        self.hidden[:num_reqs] = hidden
+        self.draft_token_ids[:num_reqs, 0] = self.input_ids[:num_reqs]
+
+        for step in range(config.num_speculative_tokens - 1):
+            with self.timer.measure("spec_ops"):
+                step_cad = spec_ops.draft_step_metadata(
+                    batch.cad, step, self.arange, self.step_slot_mapping, self.step_seq_lens,
+                    config.max_model_len)
+            if self.graphs.enabled:
+                # A graph replays at later steps with longer sequences: gather up to the longest.
+                step_cad = step_cad.replace(max_seq_len=config.max_model_len)
+            self.positions[:num_reqs].copy_(self.step_positions[step, :num_reqs])
+            self.graphs.run(("draft", num_reqs, step),
+                            partial(self.draft_step, step_cad, self.positions[:num_reqs], step))
         return self.draft_token_ids[:num_reqs]
 
     def step_metadata(self, cad):
@@ -551,12 +673,72 @@ class ChainEagleProposer:
         """The drafter reads its last draft at its new position; the argmax is the next draft
         (column step + 1 of draft_token_ids)."""
         num_reqs = cad.num_reqs
-        attention = PagedAttention(self.cache, cad, positions)
+        # The query is its sequence's last token, index seq_len - 1 (M-RoPE positions trail it).
+        attention = PagedAttention(self.cache, cad, cad.seq_lens - 1)
         hidden = self.drafter(self.input_ids[:num_reqs], positions, self.hidden[:num_reqs],
                               attention)
         self.hidden[:num_reqs].copy_(hidden)
         self.input_ids[:num_reqs].copy_(greedy(self.drafter.logits(hidden)))
         self.draft_token_ids[:num_reqs, step + 1].copy_(self.input_ids[:num_reqs])
+
+
+class MropeChainEagleProposer(ChainEagleProposer):
+    """Chain EAGLE over requests with images: the draft steps carry M-RoPE positions [3, R]
+    and each is SPEC 7.1 (5.2 and 6.1 step 1-D positions only), whose slot comes from the
+    token index seq_len, not from a position.
+
+    Before each step it also runs the engines' way, SPEC 1.5 on the temporal row, and counts
+    in `engines_way` (on the device) the drafts whose slot would differ from 7.1's and those
+    whose slot already holds an earlier token's K/V.
+    """
+
+    def __init__(self, drafter, cache, config, timer, max_num_reqs, max_num_tokens, device,
+                 fused):
+        super().__init__(drafter, cache, config, timer, max_num_reqs, max_num_tokens, device,
+                         fused=False)
+        self.positions = torch.zeros(3, max_num_reqs, dtype=torch.int64, device=device)
+        self.engines_way = torch.zeros(2, dtype=torch.int64, device=device)
+
+    def propose(self, batch, target_hidden, seeds):
+        cad = self.first_pass(batch, target_hidden, seeds)
+        num_reqs = cad.num_reqs
+        for step in range(self.config.num_speculative_tokens - 1):
+            self.graphs.run(("engines' way", num_reqs), partial(self.count_engines_way, cad))
+            with self.timer.measure("spec_ops"):
+                self.graphs.run(("step", num_reqs), partial(self.step_metadata, cad))
+                cad = spec_ops.advance_mrope_draft_step_metadata(cad, self.slot_mapping,
+                                                                 self.config.max_model_len)
+            self.graphs.run(("draft", num_reqs, step),
+                            partial(self.draft_step, cad, self.positions[:, :num_reqs], step))
+        return self.draft_token_ids[:num_reqs]
+
+    def step_metadata(self, cad):
+        """SPEC 7.1: M-RoPE positions (in place), seq_lens (in place) and slot mapping."""
+        num_reqs = cad.num_reqs
+        positions = self.positions[:, :num_reqs]
+        spec_ops.eagle_mrope_step_update_slot_mapping_and_metadata(
+            positions, cad.block_table_tensor, self.seq_lens[:num_reqs], self.config.block_size,
+            self.config.max_model_len, positions, self.slot_mapping)
+
+    def count_engines_way(self, cad):
+        """1.5 on the temporal row takes the slot of its next position; 7.1 takes that of the
+        index seq_len, which is 1.5's from seq_len - 1 (docs/mrope.md, relation to 1.5)."""
+        num_reqs, config = cad.num_reqs, self.config
+        seq_lens = self.seq_lens[:num_reqs]
+
+        def step(positions):
+            """1.5's next positions and slots, on copies (the step's state stays as it is)."""
+            next_positions, slots = torch.empty_like(positions), torch.empty_like(positions)
+            spec_ops.eagle_step_update_slot_mapping_and_metadata(
+                positions, cad.block_table_tensor, seq_lens.clone(), config.block_size,
+                config.max_model_len, next_positions, slots)
+            return next_positions, slots
+
+        temporal, engines_slots = step(self.positions[0, :num_reqs])
+        _, slots = step(seq_lens.long() - 1)
+        differ = engines_slots != slots
+        collide = differ & (temporal < seq_lens)        # the slot of a token before this one
+        self.engines_way += torch.stack([differ.sum(), collide.sum()])
 
 
 class ParallelProposer:
@@ -565,7 +747,8 @@ class ParallelProposer:
     SPEC 1.3 lays each request out as its accepted tokens shifted by one, the next token, then
     K - 1 mask tokens at the following positions, then its rejected tokens as padding (slot
     -1, via SPEC 1.7). The target's hidden states follow their tokens; mask slots read the
-    drafter's mask_hidden. The drafts are read at the next token and at every mask.
+    drafter's mask_hidden. The drafts are read at the next token and at every mask. With round
+    ops, 6.2 does all of it, and the seeds, in one launch (propose_round).
     """
 
     def __init__(self, drafter, cache, config, timer, max_num_reqs, max_num_tokens, device):
@@ -582,6 +765,12 @@ class ParallelProposer:
                                              device=device)
         self.hidden_state_mapping = torch.zeros(max_num_tokens, dtype=torch.int32,
                                                 device=device)
+        # SPEC 6.2's own outs: the metadata fields it computes; no draft steps (empty).
+        self.slot_mapping = torch.zeros(max_num_outputs, dtype=torch.int64, device=device)
+        self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)
+        self.seq_lens = torch.zeros(max_num_reqs, dtype=torch.int32, device=device)
+        self.no_steps = [torch.empty(0, 0, dtype=dtype, device=device)
+                         for dtype in (torch.int64, torch.int64, torch.int32)]
 
     def propose(self, batch, target_hidden, seeds):
         config = self.config
@@ -604,6 +793,36 @@ class ParallelProposer:
                 num_new_tokens=num_slots - 1, max_model_len=config.max_model_len)
             cad = spec_ops.extend_all_queries_by_N(batch.cad, num_slots - 1, self.arange,
                                                    slot_mapping)
+        return self.draft(target_hidden, cad)
+
+    def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
+                      valid_sampled_tokens_count):
+        """SPEC 6.2 with shift and S = K: the seeds, 1.3's layout, 1.7's slot mapping and the
+        extended query_start_loc and seq_lens, in one launch."""
+        config = self.config
+        num_slots = config.num_speculative_tokens
+        with self.timer.measure("spec_ops"):
+            spec_ops.prepare_parallel_round(
+                sampled_token_ids, batch.discard_request_mask, batch.backup_next_token_ids,
+                batch.cu_num_draft_tokens, batch.cad.query_start_loc, batch.input_ids,
+                batch.positions, batch.cad.block_table_tensor, batch.cad.seq_lens,
+                next_token_ids, valid_sampled_tokens_count, self.input_ids, self.positions,
+                self.is_masked_token_mask, self.new_token_indices, self.hidden_state_mapping,
+                self.slot_mapping, self.query_start_loc, self.seq_lens, *self.no_steps,
+                config.vocab_size, config.padding_token_id, config.mask_token_id, num_slots,
+                True, config.block_size, config.max_model_len, 0)
+            cad = spec_ops.parallel_round_metadata(batch.cad, num_slots - 1,
+                                                   self.query_start_loc, self.seq_lens,
+                                                   self.slot_mapping)
+        return self.draft(target_hidden, cad)
+
+    def draft(self, target_hidden, cad):
+        """The one drafting pass over the expanded batch (cad: its metadata)."""
+        config = self.config
+        num_reqs, num_tokens = cad.num_reqs, target_hidden.shape[0]
+        num_slots = config.num_speculative_tokens
+        num_outputs = cad.num_actual_tokens
+        positions = self.positions[:num_outputs]
         input_hidden = target_hidden.new_zeros(num_outputs, config.hidden_size)
         input_hidden[self.hidden_state_mapping[:num_tokens]] = target_hidden
         input_hidden = torch.where(self.is_masked_token_mask[:num_outputs, None],
@@ -618,7 +837,8 @@ class DFlashProposer:
     """DFlash-style drafting: SPEC 1.4 gives the context's slots (the target's hidden states
     become the drafter's K/V at the verified positions) and K + 1 queries per request, [next
     token, mask, ...] right after each request's last accepted token; the drafts are read at
-    the masks. The query block attends both ways (causal=False)."""
+    the masks. The query block attends both ways (causal=False). With round ops, 6.3 does the
+    bookkeeping, and the seeds, in one launch (propose_round)."""
 
     def __init__(self, drafter, cache, config, timer, max_num_reqs, max_num_tokens, device):
         self.drafter, self.cache, self.config, self.timer = drafter, cache, config, timer
@@ -632,10 +852,12 @@ class DFlashProposer:
         self.query_slot_mapping = torch.zeros(num_queries, **int64)
         self.token_indices = torch.zeros(max_num_reqs * config.num_speculative_tokens,
                                          dtype=torch.int32, device=device)
+        # SPEC 6.3's own outs: the query pass's query_start_loc and seq_lens
+        self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)
+        self.seq_lens = torch.zeros(max_num_reqs, dtype=torch.int32, device=device)
 
     def propose(self, batch, target_hidden, seeds):
         config = self.config
-        num_reqs, num_tokens = batch.cad.num_reqs, batch.cad.num_actual_tokens
         num_drafts = config.num_speculative_tokens
         num_queries = num_drafts + 1
         with self.timer.measure("spec_ops"):
@@ -649,10 +871,37 @@ class DFlashProposer:
             cad = spec_ops.dflash_query_metadata(batch.cad, self.arange, num_queries,
                                                  self.query_slot_mapping,
                                                  seeds.num_rejected_tokens)
+        return self.draft(target_hidden, cad)
+
+    def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
+                      valid_sampled_tokens_count):
+        """SPEC 6.3: the seeds, 1.4's context and query layout, and the query pass's
+        query_start_loc and seq_lens, in one launch."""
+        config = self.config
+        num_drafts = config.num_speculative_tokens
+        with self.timer.measure("spec_ops"):
+            spec_ops.prepare_dflash_round(
+                sampled_token_ids, batch.discard_request_mask, batch.backup_next_token_ids,
+                batch.cu_num_draft_tokens, batch.cad.query_start_loc, batch.positions,
+                batch.cad.block_table_tensor, batch.cad.seq_lens, next_token_ids,
+                valid_sampled_tokens_count, self.input_ids, self.context_positions,
+                self.query_positions, self.context_slot_mapping, self.query_slot_mapping,
+                self.token_indices, self.query_start_loc, self.seq_lens, config.vocab_size,
+                config.mask_token_id, config.block_size, num_drafts)
+            cad = spec_ops.dflash_round_metadata(batch.cad, num_drafts + 1,
+                                                 self.query_start_loc, self.seq_lens,
+                                                 self.query_slot_mapping)
+        return self.draft(target_hidden, cad)
+
+    def draft(self, target_hidden, cad):
+        """Write the context's K/V, then the one query pass (cad: its metadata)."""
+        num_reqs, num_tokens = cad.num_reqs, target_hidden.shape[0]
+        num_drafts = self.config.num_speculative_tokens
+        num_queries = num_drafts + 1
         self.drafter.write_context(target_hidden, self.context_positions[:num_tokens],
                                    self.context_slot_mapping[:num_tokens], self.cache)
         positions = self.query_positions[:num_reqs * num_queries]
-        attention = PagedAttention(self.cache, cad.replace(causal=False), positions)
+        attention = PagedAttention(self.cache, cad, positions)
         hidden = self.drafter(self.input_ids[:num_reqs * num_queries], positions, attention)
         masks = self.token_indices[:num_reqs * num_drafts]
         return greedy(self.drafter.logits(hidden[masks])).view(num_reqs, num_drafts)
@@ -674,8 +923,11 @@ class Engine:
     then each step verifies its K drafts and drafts K more. Finished rows leave the batch.
     """
 
-    def __init__(self, target, drafters, config, mode, fused, device, max_num_reqs, num_blocks):
+    def __init__(self, target, drafters, config, mode, fused, device, max_num_reqs, num_blocks,
+                 round_ops=False):
         self.target, self.config, self.fused, self.device = target, config, fused, device
+        self.mrope = mode == MROPE_MODE
+        self.round_ops = round_ops and not self.mrope       # no round op steps M-RoPE positions
         self.max_num_reqs = max_num_reqs
         self.block_table = BlockTable(num_blocks, max_num_reqs, config, device)
         self.target_cache = PagedKVCache(config.num_target_layers, num_blocks, config, device)
@@ -684,9 +936,10 @@ class Engine:
         # A verify batch holds at most a prefill chunk or K + 1 tokens per row.
         max_num_tokens = max_num_reqs * max(config.prefill_chunk_size,
                                             config.num_speculative_tokens + 1)
-        if mode == "eagle":
-            self.proposer = ChainEagleProposer(drafters["eagle"], draft_cache, config,
-                                               self.timer, max_num_reqs, device, fused)
+        if mode in ("eagle", MROPE_MODE):
+            proposer = MropeChainEagleProposer if self.mrope else ChainEagleProposer
+            self.proposer = proposer(drafters["eagle"], draft_cache, config, self.timer,
+                                     max_num_reqs, max_num_tokens, device, fused)
         elif mode == "parallel":
             self.proposer = ParallelProposer(drafters["eagle"], draft_cache, config, self.timer,
                                              max_num_reqs, max_num_tokens, device)
@@ -700,7 +953,7 @@ class Engine:
         self.token_indices_to_sample = torch.zeros(max_num_reqs, **int32)
         self.num_rejected_tokens = torch.zeros(max_num_reqs, **int32)
 
-    def generate(self, requests, progress=False):
+    def generate(self, requests, progress=False, label=""):
         """Decode every request to its end; returns the Stats (outputs land in requests)."""
         assert len(requests) <= self.max_num_reqs
         for request in requests:
@@ -712,8 +965,7 @@ class Engine:
         for request in requests:
             self.running.append(request)
             self.block_table.add_row()
-        budget = sum(request.max_new_tokens for request in requests)
-        with tqdm(total=budget, unit="tok", disable=not progress, leave=False) as self.bar:
+        with Progress(len(requests), label, progress) as self.bar:
             while self.running:
                 with self.timer.measure("step"):
                     self.step()
@@ -723,9 +975,20 @@ class Engine:
         batch = self.schedule()
         num_reqs = len(self.running)
         attention = PagedAttention(self.target_cache, batch.cad, batch.positions)
-        target_hidden = self.target(batch.input_ids, batch.positions, attention)
+        target_hidden = self.target(batch.input_ids, batch.rotary_positions, attention)
         sampled_token_ids = greedy_verify(self.target, target_hidden, batch,
                                           self.config.num_speculative_tokens)
+        if self.round_ops:
+            draft_token_ids = self.proposer.propose_round(
+                batch, target_hidden, sampled_token_ids, self.next_token_ids,
+                self.valid_sampled_tokens_count)
+            # The round ops keep the rejected counts to themselves; update() gets them from
+            # the valid counts by 1.2's formula.
+            drafts = batch.num_draft_tokens
+            num_rejected_tokens = torch.where(
+                drafts > 0, drafts + 1 - self.valid_sampled_tokens_count[:num_reqs], 0)
+            self.update(batch, sampled_token_ids, num_rejected_tokens, draft_token_ids)
+            return
         with self.timer.measure("spec_ops"):
             if self.fused:
                 spec_ops.prepare_padded_draft_inputs(
@@ -752,6 +1015,7 @@ class Engine:
         """The target's input: each row's next prompt chunk, or its last token and drafts."""
         config, device = self.config, self.device
         input_ids, positions, rows, query_lens, seq_lens = [], [], [], [], []
+        mrope_positions = []                                # per token: (temporal, height, width)
         num_draft_tokens, discard, backup = [], [], []
         for row, request in enumerate(self.running):
             tokens = request.tokens
@@ -764,6 +1028,8 @@ class Engine:
             seq_len = request.num_computed + len(query)
             input_ids += query
             positions += range(request.num_computed, seq_len)
+            mrope_positions += [mrope_position(request.image, index)
+                                for index in range(request.num_computed, seq_len)]
             rows += [row] * len(query)
             query_lens.append(len(query))
             seq_lens.append(seq_len)
@@ -799,6 +1065,8 @@ class Engine:
         return VerifyBatch(
             input_ids=tensor(input_ids, torch.int32),
             positions=positions,
+            rotary_positions=(tensor(mrope_positions, torch.int64).T.contiguous() if self.mrope
+                              else positions),
             cad=cad,
             num_draft_tokens=num_draft_tokens,
             cu_num_draft_tokens=num_draft_tokens.cumsum(0).to(torch.int32),
@@ -827,14 +1095,12 @@ class Engine:
             for token in new_tokens:
                 request.output.append(token)
                 self.stats.num_generated += 1
-                self.bar.update()
                 if request.finished(end_token_id):
                     break
             request.draft_token_ids = drafts[row]
             if request.finished(end_token_id):
                 finished_rows.append(row)
-                self.bar.total -= request.max_new_tokens - len(request.output)
-                self.bar.refresh()
+                self.bar.update()
         self.running = [request for row, request in enumerate(self.running)
                         if row not in finished_rows]
         self.block_table.remove_rows(finished_rows)
@@ -852,22 +1118,27 @@ def causal_attention(layer, query, key, value):
     return torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), value)
 
 
-def greedy_reference(target, prompt, max_new_tokens, end_token_id):
-    """Greedy decoding with the target alone, recomputing the whole sequence for each token."""
+def greedy_reference(target, prompt, max_new_tokens, end_token_id, image=None):
+    """Greedy decoding with the target alone, recomputing the whole sequence for each token
+    (M-RoPE positions with an image)."""
     tokens = list(prompt)
     device = target.lm_head.weight.device
     while len(tokens) - len(prompt) < max_new_tokens and (
             len(tokens) == len(prompt) or tokens[-1] != end_token_id):
         input_ids = torch.tensor(tokens, device=device)
         positions = torch.arange(len(tokens), device=device)
+        if image is not None:
+            positions = torch.tensor([mrope_position(image, index)
+                                      for index in range(len(tokens))], device=device).T
         hidden = target(input_ids, positions, causal_attention)
         tokens.append(int(greedy(target.logits(hidden[-1]))))
     return tokens[len(prompt):]
 
 
-def make_requests(num_requests, config, seed):
+def make_requests(num_requests, config, seed, images=False):
     """Prompts of 3..20 tokens, budgets of 12..40 new tokens, seeded. Prompts hold neither
-    padding nor the end token."""
+    padding nor the end token. With `images`, each prompt also gets an image span of 2..4 x
+    2..4 tokens somewhere in it (random tokens stand in for the patch embeddings)."""
     generator = torch.Generator().manual_seed(seed)
     requests = []
     for _ in range(num_requests):
@@ -875,7 +1146,14 @@ def make_requests(num_requests, config, seed):
         prompt = torch.randint(config.end_token_id + 1, config.vocab_size, (prompt_len,),
                                generator=generator).tolist()
         max_new_tokens = int(torch.randint(12, 41, (1,), generator=generator))
-        requests.append(Request(prompt, max_new_tokens))
+        image = None
+        if images:
+            height, width = (int(n) for n in torch.randint(2, 5, (2,), generator=generator))
+            first = int(torch.randint(0, prompt_len, (1,), generator=generator))
+            prompt[first:first] = torch.randint(config.end_token_id + 1, config.vocab_size,
+                                                (height * width,), generator=generator).tolist()
+            image = (first, height, width)
+        requests.append(Request(prompt, max_new_tokens, image=image))
     return requests
 
 
@@ -902,6 +1180,8 @@ class RunResult:
     acceptance_rate: float         # accepted drafts / verified drafts
     spec_ops_share: float          # share of engine-step time spent in spec_ops calls
     batch_sizes: list              # rows per engine step
+    engines_way: tuple = None      # eagle-mrope: draft slots 1.5 on the temporal row would get
+    #                                wrong, and those of them holding an earlier token's K/V
 
     @property
     def lossless(self):
@@ -909,25 +1189,31 @@ class RunResult:
 
 
 def run(mode, device="cpu", fused=False, num_requests=6, seed=0, progress=False,
-        config=Config()):
-    """Speculative decoding of `num_requests` seeded requests in `mode`, and its reference."""
+        config=Config(), round_ops=False):
+    """Speculative decoding of `num_requests` seeded requests in `mode`, and its reference;
+    with `round_ops`, each round's bookkeeping is the mode's round op (SPEC 6.1 - 6.3)."""
     device = torch.device(device)
     target, drafters = build_models(config, seed, device)
     num_blocks = num_requests * -(-config.max_model_len // config.block_size)
-    engine = Engine(target, drafters, config, mode, fused, device, num_requests, num_blocks)
+    engine = Engine(target, drafters, config, mode, fused, device, num_requests, num_blocks,
+                    round_ops)
+    images = mode == MROPE_MODE
     with torch.inference_mode(), one_cpu_thread():
         if device.type == "cuda":
             # Compile the Triton kernels and capture the CUDA graphs before timing.
-            engine.generate(make_requests(num_requests, config, seed))
+            engine.generate(make_requests(num_requests, config, seed, images))
             engine.timer.reset()
-        requests = make_requests(num_requests, config, seed)
+            if images:
+                engine.proposer.engines_way.zero_()
+        requests = make_requests(num_requests, config, seed, images)
         start = time.perf_counter()
-        stats = engine.generate(requests, progress)
+        stats = engine.generate(requests, progress, label=mode)
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         reference = [greedy_reference(target, request.prompt, request.max_new_tokens,
-                                      config.end_token_id) for request in requests]
+                                      config.end_token_id, request.image)
+                     for request in requests]
     return RunResult(
         mode=mode,
         fused=fused,
@@ -938,17 +1224,23 @@ def run(mode, device="cpu", fused=False, num_requests=6, seed=0, progress=False,
         acceptance_rate=stats.num_accepted / max(stats.num_drafted, 1),
         spec_ops_share=engine.timer.total("spec_ops") / engine.timer.total("step"),
         batch_sizes=stats.batch_sizes,
+        engines_way=tuple(engine.proposer.engines_way.tolist()) if images else None,
     )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=MODES + ("all",), default="all")
+    parser.add_argument("--mode", choices=MODES + (MROPE_MODE, "all"), default="all")
     parser.add_argument("--fused", action="store_true",
                         help="SPEC 5.1 instead of 1.1 + 1.2, and 5.2 instead of 1.5 per step")
+    parser.add_argument("--round-ops", action="store_true",
+                        help="one round op per round (SPEC 6.1 - 6.3) instead of the separate "
+                             "ops")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-requests", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress line on stderr (it only shows on a terminal anyway)")
     args = parser.parse_args()
 
     config = Config()
@@ -956,20 +1248,27 @@ def main():
     print(f"{len(requests)} requests, prompt lengths {[len(r.prompt) for r in requests]}, "
           f"max new tokens {[r.max_new_tokens for r in requests]}, "
           f"K = {config.num_speculative_tokens}, block size {config.block_size}, "
-          f"{'fused' if args.fused else 'unfused'} ops, {args.device}")
-    modes = MODES if args.mode == "all" else (args.mode,)
+          f"{'round' if args.round_ops else 'fused' if args.fused else 'unfused'} ops, "
+          f"{args.device}")
+    modes = MODES + (MROPE_MODE,) if args.mode == "all" else (args.mode,)
     results = []
     for mode in modes:
         results.append(run(mode, args.device, args.fused, args.num_requests, args.seed,
-                           progress=True, config=config))
+                           progress=not args.no_progress, config=config,
+                           round_ops=args.round_ops))
         result = results[-1]
-        print(f"{mode:>9}: lossless {'yes' if result.lossless else 'NO'}, "
+        print(f"{mode:>11}: lossless {'yes' if result.lossless else 'NO'}, "
               f"{result.tokens_per_s:7.1f} tokens/s, "
               f"mean accepted length {result.mean_accepted_length:.2f} "
               f"(acceptance {result.acceptance_rate:.0%}), "
               f"spec_ops {result.spec_ops_share:.1%} of step time, "
               f"batch sizes {result.batch_sizes[0]}..{result.batch_sizes[-1]} "
               f"over {len(result.batch_sizes)} steps")
+        if result.engines_way:
+            differ, collide = result.engines_way
+            print(f"{'':>13}the engines' way (slots from the temporal position, 1.5 on "
+                  f"positions[0]): {differ} draft slots differ, {collide} of them overwrite an "
+                  f"earlier token's K/V")
     sys.exit(0 if all(result.lossless for result in results) else 1)
 
 

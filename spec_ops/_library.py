@@ -5,11 +5,12 @@
 torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
 """
 
+import inspect
 from typing import Callable, NamedTuple
 
 import torch
 
-from .validation import OverlapCheck
+from .validation import KnownLayouts, OverlapCheck
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
 
@@ -30,13 +31,14 @@ KERNELS: dict = {}
 def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     """Define an op from its schema and register its CUDA and CPU kernels.
 
-    ``check(*args)`` validates the op's arguments (metadata and Python scalars only) and
-    returns the extra sizes it derived; the op's written tensors are then checked for overlap
-    with every other tensor argument (``may_alias``: pairs allowed to be the same tensor).
-    Each kernel is called as ``kernel(*args, *extras)`` after both, so nothing launches on bad
-    input. Nothing is remembered between calls. (The dispatcher leaves out trailing arguments
-    equal to their schema default, so such parameters keep their default in the Python
-    signatures too.)
+    ``check(*args, verified=False)`` validates the op's arguments (metadata and Python
+    scalars only) and returns the extra sizes it derived; ``verified=True`` says the call's
+    required tensors match the layout of an earlier valid call (``KnownLayouts``), so only
+    their sizes need checking. The op's written tensors are then checked for overlap with
+    every other tensor argument (``may_alias``: pairs allowed to be the very same tensor).
+    Each kernel is called as ``kernel(*args, *extras)`` after both, so nothing launches on
+    bad input. (The dispatcher leaves out trailing arguments equal to their schema default,
+    so such parameters keep their default in the Python signatures too.)
     """
     name = schema[: schema.index("(")]
     # Custom ops default to needs_exact_strides, whose Inductor path fails on mutable ops with a
@@ -45,14 +47,24 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
     op = getattr(torch.ops.spec_ops, name).default
     no_overlap = OverlapCheck(name, op._schema, may_alias)
+    # A check without a size-only mode takes the full check on every call.
+    known = KnownLayouts.for_schema(op._schema,
+                                    "verified" in inspect.signature(check).parameters)
 
     def checked(*args, fake=False):
+        """The whole check, as the fake runs it."""
         extras = check(*args)
         no_overlap(args, fake)
         return extras
 
     def cuda(*args):
-        return cuda_kernel(*args, *checked(*args))
+        if known.match(args):
+            extras = check(*args, verified=True)
+        else:
+            extras = check(*args)
+            known.remember(args)
+        no_overlap(args)
+        return cuda_kernel(*args, *extras)
 
     def cpu(*args):
         return cpu_kernel(*args, *checked(*args))

@@ -1,4 +1,5 @@
-"""Autoregressive draft steps: SPEC 1.5 (one step) and 5.2 (every step in one launch).
+"""Autoregressive draft steps: SPEC 1.5 (one step), 5.2 (every step in one launch) and 7.1
+(one M-RoPE step, docs/mrope.md).
 
 Each op: its schema, the CUDA kernel (a Triton launch), the CPU kernel (vectorized torch) and
 the public function. The fakes are in meta.py.
@@ -9,7 +10,7 @@ import torch
 from . import validation
 from ._library import define
 from ._torch_indexing import slot_lookup, write
-from ._triton import launch_multi_step, launch_step
+from ._triton import launch_mrope_step, launch_multi_step, launch_step
 
 
 def _advance(block_table, positions, seq_lens, block_size, max_model_len):
@@ -107,3 +108,48 @@ def eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_size, 
     """
     _multi_step_op(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                    out_positions, out_slot_mapping, out_seq_lens, input_batch_size)
+
+
+# --- 7.1 eagle_mrope_step_update_slot_mapping_and_metadata ---------------------------------
+
+def _mrope_step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
+                     out_positions, out_slot_mapping, input_batch_size=None):
+    launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_len,
+                      out_positions, out_slot_mapping,
+                      validation.padded_rows(positions, input_batch_size))
+
+
+def _mrope_step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
+                    out_positions, out_slot_mapping, input_batch_size=None):
+    num_reqs = positions.shape[1]
+    seq_lens_before = seq_lens[:num_reqs].long()
+    # The drafted token sits at index seq_len: 1.5's step advancing from index seq_len - 1.
+    _, slot, new_seq_lens = _advance(block_table, seq_lens_before - 1, seq_lens_before,
+                                     block_size, max_model_len)
+    over = seq_lens_before >= max_model_len
+    out_positions[:, :num_reqs].copy_(torch.where(over, 0, positions + 1))
+    write(seq_lens, new_seq_lens)
+    write(out_slot_mapping, slot)
+    out_slot_mapping[num_reqs:validation.padded_rows(positions, input_batch_size)].fill_(-1)
+
+
+_mrope_step_op = define(
+    "eagle_mrope_step_update_slot_mapping_and_metadata(Tensor positions, Tensor block_table, "
+    "Tensor(a!) seq_lens, int block_size, int max_model_len, Tensor(b!) out_positions, "
+    "Tensor(c!) out_slot_mapping, SymInt? input_batch_size=None) -> ()",
+    validation.check_eagle_mrope_step_update_slot_mapping_and_metadata, _mrope_step_cuda,
+    _mrope_step_cpu, may_alias=[("positions", "out_positions")])
+
+
+def eagle_mrope_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens,
+                                                      block_size, max_model_len, out_positions,
+                                                      out_slot_mapping, input_batch_size=None):
+    """One autoregressive draft step with [3, R] M-RoPE positions (docs/mrope.md, 7.1).
+
+    t = seq_lens[r]; over = t >= max_model_len. out_positions[d, r] = 0 if over else
+    positions[d, r] + 1 for d in 0..2; out_slot_mapping[r] = -1 if over else slot(r, t) (from
+    the token index, not the position); seq_lens[r] = 1 if over else t + 1. Columns
+    R..input_batch_size - 1 of out_slot_mapping get -1. positions may be out_positions itself.
+    """
+    _mrope_step_op(positions, block_table, seq_lens, block_size, max_model_len, out_positions,
+                   out_slot_mapping, input_batch_size)

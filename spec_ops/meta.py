@@ -18,9 +18,13 @@ OUT_ONLY_OPS = (
     "copy_and_expand_eagle_inputs",
     "copy_and_expand_dflash_inputs",
     "eagle_step_update_slot_mapping_and_metadata",
+    "eagle_mrope_step_update_slot_mapping_and_metadata",
     "update_num_computed_tokens_for_batch_change",
     "prepare_padded_draft_inputs",
     "eagle_multi_step_slot_mapping",
+    "prepare_eagle_round",
+    "prepare_parallel_round",
+    "prepare_dflash_round",
 )
 
 

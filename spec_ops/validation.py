@@ -6,11 +6,15 @@ expected, and returns the tuple of extra sizes its kernels take after the op's o
 arguments, so those are computed in exactly one place.
 """
 
+import itertools
+import operator
+
 import torch
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 MASK_DTYPES = (torch.bool, torch.bool)     # two entries, like INDEX_DTYPES: see vector()
-_DTYPE_NAMES = {INDEX_DTYPES: "int32 or int64", MASK_DTYPES: "bool"}
+POSITION_DTYPES = (torch.int64, torch.int64)
+_DTYPE_NAMES = {INDEX_DTYPES: "int32 or int64", MASK_DTYPES: "bool", POSITION_DTYPES: "int64"}
 EXACT, AT_LEAST = True, False
 
 
@@ -18,8 +22,11 @@ def _none_error(op, name):
     return TypeError(f"spec_ops.{op}: {name} must be a tensor, got None")
 
 
-def device_of(op, name, t):
-    """The device of the op's first tensor argument, which every other tensor must share."""
+def device_of(op, name, t, verified=False):
+    """The device of the op's first tensor argument, which every other tensor must share;
+    None when ``verified`` (see ``vector``)."""
+    if verified:
+        return None
     if t is None:
         raise _none_error(op, name)
     return t.device
@@ -27,18 +34,21 @@ def device_of(op, name, t):
 
 def vector(op, name, t, device, length, what, exact=AT_LEAST, dtypes=INDEX_DTYPES):
     """A 1-D tensor of ``dtypes`` on ``device`` with unit stride and ``length`` entries
-    (at least ``length`` unless ``exact``); returns its length."""
-    if t is None:
-        raise _none_error(op, name)
-    dtype = t.dtype
-    if dtype is not dtypes[0] and dtype is not dtypes[1]:
-        raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
-    if t.dim() != 1:
-        raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(t.shape)}")
-    if not t.is_contiguous():
-        raise ValueError(f"spec_ops.{op}: {name} must have unit stride, got stride {t.stride(0)}")
-    if t.device != device:
-        _device_error(op, name, t, device)
+    (at least ``length`` unless ``exact``); returns its length. ``device`` None: the call's
+    layout matched an earlier valid call's (``KnownLayouts``), so only the length is read."""
+    if device is not None:
+        if t is None:
+            raise _none_error(op, name)
+        dtype = t.dtype
+        if dtype is not dtypes[0] and dtype is not dtypes[1]:
+            raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
+        if t.dim() != 1:
+            raise ValueError(f"spec_ops.{op}: {name} must be 1-D, got shape {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(
+                f"spec_ops.{op}: {name} must have unit stride, got stride {t.stride(0)}")
+        if t.device != device:
+            _device_error(op, name, t, device)
     size = t.numel()
     if size < length or (exact and size != length):
         raise ValueError(f"spec_ops.{op}: {name} must have {'' if exact else 'at least '}"
@@ -46,26 +56,27 @@ def vector(op, name, t, device, length, what, exact=AT_LEAST, dtypes=INDEX_DTYPE
     return size
 
 
-def matrix(op, name, t, device, min_rows, min_cols, what):
-    """A 2-D int tensor on ``device``, unit stride along the last dim, rows not overlapping,
-    at least [min_rows, min_cols]; returns its shape."""
-    if t is None:
-        raise _none_error(op, name)
-    dtype = t.dtype
-    if dtype is not torch.int32 and dtype is not torch.int64:
-        raise TypeError(f"spec_ops.{op}: {name} must be int32 or int64, got {dtype}")
-    if t.dim() != 2:
-        raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
+def matrix(op, name, t, device, min_rows, min_cols, what, dtypes=INDEX_DTYPES):
+    """A 2-D tensor of ``dtypes`` on ``device``, unit stride along the last dim, rows not
+    overlapping, at least [min_rows, min_cols]; returns its shape. ``device`` None: as in
+    ``vector``."""
+    if device is not None:
+        if t is None:
+            raise _none_error(op, name)
+        dtype = t.dtype
+        if dtype is not dtypes[0] and dtype is not dtypes[1]:
+            raise TypeError(f"spec_ops.{op}: {name} must be {_DTYPE_NAMES[dtypes]}, got {dtype}")
+        if t.dim() != 2:
+            raise ValueError(f"spec_ops.{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.shape[1] > 1 and t.stride(1) != 1:
+            raise ValueError(f"spec_ops.{op}: {name} must have unit stride along its last dim, "
+                             f"got strides {t.stride()}")
+        if t.device != device:
+            _device_error(op, name, t, device)
     rows, cols = t.shape
-    row_stride, col_stride = t.stride()
-    if cols > 1 and col_stride != 1:
-        raise ValueError(f"spec_ops.{op}: {name} must have unit stride along its last dim, "
-                         f"got strides {(row_stride, col_stride)}")
-    if t.device != device:
-        _device_error(op, name, t, device)
-    if rows > 1 and row_stride < cols:
+    if rows > 1 and t.stride()[0] < cols:
         raise ValueError(
-            f"spec_ops.{op}: {name} rows overlap: row stride {row_stride} < {cols} columns")
+            f"spec_ops.{op}: {name} rows overlap: row stride {t.stride()[0]} < {cols} columns")
     if rows < min_rows or cols < min_cols:
         raise ValueError(f"spec_ops.{op}: {name} must be at least [{min_rows}, {min_cols}] "
                          f"({what}), got {[rows, cols]}")
@@ -82,6 +93,71 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
 
 
+try:        # dynamo's C++ tensor-metadata guard; without it every call takes the full check
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:
+    TensorGuards = None
+
+
+class KnownLayouts:
+    """The tensor layouts of an op's earlier valid calls, matched in one C++ call.
+
+    Checking dtype, rank, unit stride and device tensor by tensor costs a few hundred
+    nanoseconds each in Python. After a call passes its full check, its required tensor
+    arguments are remembered as a dynamo ``TensorGuards`` (a private torch API; without it
+    nothing is remembered): type, dispatch keys, dtype, device, rank and a unit last stride,
+    sizes free. A later call whose tensors match one of the few remembered layouts has
+    per-tensor metadata the check already accepted, so its check reads sizes only.
+    Thread-safe by construction: ``guards`` is an immutable tuple, replaced whole; a reader
+    iterates the tuple it got, and a lost update only costs a later full check.
+    """
+
+    MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
+
+    def __init__(self, tensor_positions, enabled=True):
+        self.tensors = (operator.itemgetter(*tensor_positions) if len(tensor_positions) > 1
+                        else lambda args: (args[tensor_positions[0]],))
+        self.enabled = enabled and TensorGuards is not None
+        self.guards = ()
+
+    @classmethod
+    def for_schema(cls, schema, enabled=True):
+        return cls([i for i, argument in enumerate(schema.arguments)
+                    if isinstance(argument.type, torch.TensorType)], enabled)
+
+    def match(self, args):
+        """Whether the required tensors of ``args`` match a remembered valid call's layout."""
+        guards = self.guards
+        if not guards:
+            return False
+        tensors = self.tensors(args)
+        for guard in guards:
+            if guard.check(*tensors):
+                return True
+        return False
+
+    def remember(self, args):
+        """Remember the layout of ``args``, which passed the full check. Tensors a guard could
+        never match again (a size-1 dim with another stride) are not remembered."""
+        tensors = self.tensors(args)
+        if not self.enabled or any(t.stride()[-1] != 1 for t in tensors if t.dim()):
+            return
+        try:
+            guard = TensorGuards(*tensors,
+                                 dynamic_dims_sizes=[[None] * t.dim() for t in tensors],
+                                 dynamic_dims_strides=[[None] * (t.dim() - 1) + [1]
+                                                       for t in tensors])
+        except (TypeError, RuntimeError):
+            return
+        if guard.check(*tensors):
+            self.guards = (guard, *self.guards[:self.MAX_REMEMBERED - 1])
+
+
+_data_ptr = torch.Tensor.data_ptr
+_dim = torch.Tensor.dim
+_nbytes = operator.attrgetter("nbytes")
+
+
 class OverlapCheck:
     """Rejects a call in which a written tensor shares memory with any other tensor argument.
 
@@ -89,8 +165,13 @@ class OverlapCheck:
     byte range from its first to one past its last element; two tensors overlap when their
     ranges intersect: device addresses for real tensors, and for fake or meta tensors (which
     have none) the storage object plus the byte offset in it. ``may_alias`` names pairs that
-    may be the very same memory (same first element), never a shifted overlap. Decided from
-    metadata only.
+    may be the very same memory (same first element and, for matrices, the same row stride, so
+    that each element is the other's element of the same index), never a shifted overlap.
+    Decided from metadata only.
+
+    The common case, no two arguments sharing memory, is settled with C-level iteration over
+    the tensors (a sort of their ranges and a running maximum of their ends); anything else
+    (an allowed alias, inputs sharing memory, empty tensors) takes the pairwise look.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -101,33 +182,59 @@ class OverlapCheck:
             if isinstance(argument.type, torch.TensorType)
             or (isinstance(argument.type, torch.OptionalType)
                 and isinstance(argument.type.getElementType(), torch.TensorType))]
+        positions = [i for i, _, _ in self.arguments]
+        self.tensors = (operator.itemgetter(*positions) if len(positions) > 1
+                        else lambda args: (args[positions[0]],))
+        self.has_optional = any(
+            isinstance(argument.type, torch.OptionalType) for argument in schema.arguments
+            if argument.name in {name for _, name, _ in self.arguments})
         self.may_alias = {frozenset(pair) for pair in may_alias}
 
     def __call__(self, args, fake=False):
-        spans = []
+        tensors = self.tensors(args)
+        if fake or (self.has_optional and None in tensors):
+            return self._pairwise(args, fake)
+        starts = list(map(_data_ptr, tensors))
+        ends = list(map(operator.add, starts, map(_nbytes, tensors)))
+        dims = list(map(_dim, tensors))
+        if 2 in dims:           # a row-strided view spans its row stride
+            for k, t in enumerate(tensors):
+                if dims[k] == 2 and ends[k] != starts[k]:
+                    rows, cols = t.shape
+                    ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
+        spans = sorted(zip(starts, ends))
+        reach = itertools.accumulate(map(operator.itemgetter(1), spans), max)
+        if not all(map(operator.le, reach, map(operator.itemgetter(0), spans[1:]))):
+            self._pairwise(args, fake)
+
+    def _pairwise(self, args, fake):
+        spans = []          # (first byte, one past the last byte, written, name, row stride)
         for i, name, written in self.arguments:
             t = args[i]
             if t is None:
                 continue
-            count = t.numel()
-            if count == 0:
-                continue
-            if t.dim() == 2:
+            count, offset = t.numel(), t.storage_offset()
+            if t.dim() == 2 and count:      # a row-strided view spans its row stride
                 rows, cols = t.shape
                 count = (rows - 1) * t.stride()[0] + cols
+            if not (isinstance(count, int) and isinstance(offset, int)):
+                # Symbolic sizes while tracing: comparing them would add guards. Eager calls,
+                # and the compiled graph's calls of the real kernel, check these tensors.
+                continue
+            if not count:
+                continue            # an empty tensor overlaps nothing
             size = t.element_size()
-            if fake:
-                start = (id(t.untyped_storage()) << 64) + t.storage_offset() * size
-            else:
-                start = t.data_ptr()
-            spans.append((start, start + count * size, written, name))
+            start = (id(t.untyped_storage()) << 64) + offset * size if fake else t.data_ptr()
+            row_stride = t.stride()[0] if t.dim() == 2 else None
+            spans.append((start, start + count * size, written, name, row_stride))
         spans.sort()
-        for i, (start, end, written, name) in enumerate(spans):
-            for other_start, _, other_written, other in spans[i + 1:]:
+        for i, (start, end, written, name, row_stride) in enumerate(spans):
+            for other_start, _, other_written, other, other_row_stride in spans[i + 1:]:
                 if other_start >= end:
                     break
                 if (written or other_written) and not (
-                        other_start == start and frozenset((name, other)) in self.may_alias):
+                        other_start == start and other_row_stride == row_stride
+                        and frozenset((name, other)) in self.may_alias):
                     first, second = (name, other) if written else (other, name)
                     raise ValueError(
                         f"spec_ops.{self.op}: {first} overlaps {second} in memory; a tensor "
@@ -137,9 +244,9 @@ class OverlapCheck:
 # --- one check per op ----------------------------------------------------------------------
 
 def _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                           next_token_ids, valid_sampled_tokens_count, vocab_size):
-    """SPEC 1.1's arguments; returns (num_reqs, device)."""
-    device = device_of(op, "sampled_token_ids", sampled_token_ids)
+                           next_token_ids, valid_sampled_tokens_count, vocab_size, verified=False):
+    """1.1's arguments; returns (num_reqs, device)."""
+    device = device_of(op, "sampled_token_ids", sampled_token_ids, verified)
     num_reqs, _ = matrix(op, "sampled_token_ids", sampled_token_ids, device, 0, 1,
                          "num_reqs, K + 1 >= 1")
     vector(op, "discard_request_mask", discard_request_mask, device, num_reqs, "num_reqs",
@@ -164,18 +271,19 @@ def _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indi
 
 def check_eagle_prepare_next_token_padded(sampled_token_ids, discard_request_mask,
                                           backup_next_token_ids, next_token_ids,
-                                          valid_sampled_tokens_count, vocab_size):
+                                          valid_sampled_tokens_count, vocab_size, *,
+                                          verified=False):
     _check_next_token_args("eagle_prepare_next_token_padded", sampled_token_ids,
                            discard_request_mask, backup_next_token_ids, next_token_ids,
-                           valid_sampled_tokens_count, vocab_size)
+                           valid_sampled_tokens_count, vocab_size, verified)
     return ()
 
 
 def check_eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                       query_start_loc, token_indices_to_sample,
-                                      num_rejected_tokens):
+                                      num_rejected_tokens, *, verified=False):
     op = "eagle_prepare_inputs_padded"
-    device = device_of(op, "cu_num_draft_tokens", cu_num_draft_tokens)
+    device = device_of(op, "cu_num_draft_tokens", cu_num_draft_tokens, verified)
     num_reqs = vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, 0, "")
     vector(op, "valid_sampled_tokens_count", valid_sampled_tokens_count, device, num_reqs,
            "num_reqs")
@@ -188,11 +296,11 @@ def check_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                       backup_next_token_ids, cu_num_draft_tokens,
                                       query_start_loc, next_token_ids,
                                       valid_sampled_tokens_count, token_indices_to_sample,
-                                      num_rejected_tokens, vocab_size):
+                                      num_rejected_tokens, vocab_size, *, verified=False):
     op = "prepare_padded_draft_inputs"
     num_reqs, device = _check_next_token_args(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
-        valid_sampled_tokens_count, vocab_size)
+        valid_sampled_tokens_count, vocab_size, verified)
     vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
     _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
                                num_rejected_tokens)
@@ -205,11 +313,12 @@ def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_
                                        out_hidden_state_mapping, query_start_loc,
                                        query_end_loc, padding_token_id,
                                        parallel_drafting_token_id,
-                                       num_padding_slots_per_request, shift_input_ids):
+                                       num_padding_slots_per_request, shift_input_ids, *,
+                                       verified=False):
     """Extra: the number of outputs the op writes at most."""
     op = "copy_and_expand_eagle_inputs"
     at_least(op, "num_padding_slots_per_request", num_padding_slots_per_request, 1)
-    device = device_of(op, "target_token_ids", target_token_ids)
+    device = device_of(op, "target_token_ids", target_token_ids, verified)
     num_input = vector(op, "target_token_ids", target_token_ids, device, 0, "")
     vector(op, "target_positions", target_positions, device, num_input,
            "target_token_ids.shape[0]", EXACT)
@@ -238,7 +347,8 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
                                         out_context_slot_mapping, out_query_slot_mapping,
                                         out_token_indices, block_table, query_start_loc,
                                         num_rejected_tokens, parallel_drafting_token_id,
-                                        block_size, num_query_per_req, num_speculative_tokens):
+                                        block_size, num_query_per_req, num_speculative_tokens,
+                                        *, verified=False):
     op = "copy_and_expand_dflash_inputs"
     at_least(op, "block_size", block_size, 1)
     at_least(op, "num_query_per_req", num_query_per_req, 1)
@@ -247,7 +357,7 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
             f"spec_ops.{op}: num_speculative_tokens must be >= num_query_per_req - 1 = "
             f"{num_query_per_req - 1} (query q >= 1 of request r writes token index "
             f"r * num_speculative_tokens + q - 1), got {num_speculative_tokens}")
-    device = device_of(op, "next_token_ids", next_token_ids)
+    device = device_of(op, "next_token_ids", next_token_ids, verified)
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_context = vector(op, "target_positions", target_positions, device, 0, "")
     num_queries = num_reqs * num_query_per_req
@@ -265,22 +375,25 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
            "num_reqs, >= 1 block when num_reqs > 0")
     if num_rejected_tokens is not None:
-        vector(op, "num_rejected_tokens", num_rejected_tokens, device, num_reqs,
+        # Optional, so in no remembered layout: always checked in full.
+        vector(op, "num_rejected_tokens", num_rejected_tokens,
+               device_of(op, "next_token_ids", next_token_ids), num_reqs,
                "num_reqs")
     return ()
 
 
 def padded_rows(positions, input_batch_size):
-    """Rows of a draft step's slot mapping: input_batch_size, by default the real rows."""
-    return positions.shape[0] if input_batch_size is None else input_batch_size
+    """Rows of a draft step's slot mapping: input_batch_size, by default the real rows (the
+    last dim of positions: [R], or [3, R] for M-RoPE)."""
+    return positions.shape[-1] if input_batch_size is None else input_batch_size
 
 
 def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model_len,
-                     input_batch_size):
+                     input_batch_size, verified=False):
     """Returns (num_reqs, padded rows, device)."""
     at_least(op, "block_size", block_size, 1)
     at_least(op, "max_model_len", max_model_len, 1)
-    device = device_of(op, "positions", positions)
+    device = device_of(op, "positions", positions, verified)
     num_reqs = vector(op, "positions", positions, device, 0, "")
     padded = padded_rows(positions, input_batch_size)
     at_least(op, "input_batch_size", padded, num_reqs)
@@ -293,22 +406,55 @@ def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model
 def check_eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens,
                                                       block_size, max_model_len,
                                                       out_clamped_positions, out_slot_mapping,
-                                                      input_batch_size=None):
+                                                      input_batch_size=None, *,
+                                                      verified=False):
     op = "eagle_step_update_slot_mapping_and_metadata"
     num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
-                                                block_size, max_model_len, input_batch_size)
+                                                block_size, max_model_len, input_batch_size,
+                                                verified)
     vector(op, "out_clamped_positions", out_clamped_positions, device, num_reqs, "num_reqs")
+    vector(op, "out_slot_mapping", out_slot_mapping, device, padded, "input_batch_size")
+    return ()
+
+
+def _mrope_positions(op, name, t, device, num_reqs, what):
+    """An int64 [3, >= num_reqs] tensor, one row per rotary dimension; returns its columns."""
+    rows, cols = matrix(op, name, t, device, 3, num_reqs, what, POSITION_DTYPES)
+    if rows != 3:
+        raise ValueError(f"spec_ops.{op}: {name} must have 3 rows (temporal, height, width), "
+                         f"got shape {[rows, cols]}")
+    return cols
+
+
+def check_eagle_mrope_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens,
+                                                            block_size, max_model_len,
+                                                            out_positions, out_slot_mapping,
+                                                            input_batch_size=None, *,
+                                                            verified=False):
+    op = "eagle_mrope_step_update_slot_mapping_and_metadata"
+    at_least(op, "block_size", block_size, 1)
+    at_least(op, "max_model_len", max_model_len, 1)
+    device = device_of(op, "positions", positions, verified)
+    num_reqs = _mrope_positions(op, "positions", positions, device, 0, "3, num_reqs")
+    padded = padded_rows(positions, input_batch_size)
+    at_least(op, "input_batch_size", padded, num_reqs)
+    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
+           "num_reqs, >= 1 block when num_reqs > 0")
+    vector(op, "seq_lens", seq_lens, device, num_reqs, "num_reqs")
+    _mrope_positions(op, "out_positions", out_positions, device, num_reqs, "3, num_reqs")
     vector(op, "out_slot_mapping", out_slot_mapping, device, padded, "input_batch_size")
     return ()
 
 
 def check_eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_size,
                                         max_model_len, num_steps, out_positions,
-                                        out_slot_mapping, out_seq_lens, input_batch_size=None):
+                                        out_slot_mapping, out_seq_lens, input_batch_size=None,
+                                        *, verified=False):
     op = "eagle_multi_step_slot_mapping"
     at_least(op, "num_steps", num_steps, 0)
     num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
-                                                block_size, max_model_len, input_batch_size)
+                                                block_size, max_model_len, input_batch_size,
+                                                verified)
     matrix(op, "out_positions", out_positions, device, num_steps, num_reqs,
            "num_steps, num_reqs")
     matrix(op, "out_slot_mapping", out_slot_mapping, device, num_steps, padded,
@@ -320,10 +466,11 @@ def check_eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_
 def check_update_num_computed_tokens_for_batch_change(num_computed_tokens, num_accepted_tokens,
                                                       prev_positions, valid_sampled_token_count,
                                                       prev_num_draft_tokens,
-                                                      cpu_num_computed_tokens):
+                                                      cpu_num_computed_tokens, *,
+                                                      verified=False):
     """Extra: how many previous-batch rows a prev_positions entry may point at."""
     op = "update_num_computed_tokens_for_batch_change"
-    device = device_of(op, "num_computed_tokens", num_computed_tokens)
+    device = device_of(op, "num_computed_tokens", num_computed_tokens, verified)
     num_rows = vector(op, "prev_positions", prev_positions, device, 0, "")
     rows = "prev_positions.shape[0]"
     num_computed = vector(op, "num_computed_tokens", num_computed_tokens, device, num_rows, rows)
@@ -342,16 +489,182 @@ def empty_slot_mapping(new_positions):
 
 def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                    is_rejected_token_mask, block_size, num_new_tokens,
-                                   max_model_len):
+                                   max_model_len, *, verified=False):
     op = "compute_new_slot_mapping"
     at_least(op, "block_size", block_size, 1)
     at_least(op, "num_new_tokens", num_new_tokens, 0)
     at_least(op, "max_model_len", max_model_len, 1)
-    device = device_of(op, "block_table", block_table)
+    device = device_of(op, "block_table", block_table, verified)
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_entries = vector(op, "new_positions", new_positions, device, 0, "")
     vector(op, "is_rejected_token_mask", is_rejected_token_mask, device, num_entries,
            "new_positions.shape[0]", EXACT, MASK_DTYPES)
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
            "num_reqs, >= 1 block when num_reqs > 0")
+    return ()
+
+
+# --- the round ops (docs/round_ops.md) -----------------------------------------------------
+
+def padded_size(size, padded):
+    """A CUDA-graph padded count (num_input_tokens, input_batch_size): by default the real one."""
+    return size if padded is None else padded
+
+
+def parallel_round_sizes(target_token_ids, num_reqs, num_padding_slots_per_request,
+                         shift_input_ids):
+    """(N, F) of 6.2: the tokens each request gains in the first pass (S - 1 with shift, else
+    S), and the first pass's token count T + R * N."""
+    new = num_padding_slots_per_request - (1 if shift_input_ids else 0)
+    return new, target_token_ids.shape[0] + num_reqs * new
+
+
+def _check_round_inputs(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
+                        cu_num_draft_tokens, query_start_loc, block_table, seq_lens,
+                        next_token_ids, valid_sampled_tokens_count, vocab_size, block_size):
+    """6.0's inputs from verification and the 1.1 outs; returns (num_reqs, device)."""
+    at_least(op, "block_size", block_size, 1)
+    num_reqs, device = _check_next_token_args(
+        op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
+        valid_sampled_tokens_count, vocab_size)
+    vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
+    vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
+    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
+           "num_reqs, >= 1 block when num_reqs > 0")
+    vector(op, "seq_lens", seq_lens, device, num_reqs, "num_reqs")
+    return num_reqs, device
+
+
+def _check_first_pass_padding(op, num_first_pass, num_input_tokens, out_name, out, device):
+    """num_input_tokens >= F and the first-pass slot mapping that holds that many entries."""
+    padded = padded_size(num_first_pass, num_input_tokens)
+    at_least(op, "num_input_tokens", padded, num_first_pass)
+    vector(op, out_name, out, device, padded, "num_input_tokens")
+
+
+def _check_round_steps(op, num_reqs, device, max_model_len, num_steps, input_batch_size,
+                       out_step_positions, out_step_slot_mapping, out_step_seq_lens):
+    """6.0's draft-step outs: [>= num_steps, >= R] (slot mapping: >= input_batch_size)."""
+    at_least(op, "max_model_len", max_model_len, 1)
+    at_least(op, "num_steps", num_steps, 0)
+    padded = padded_size(num_reqs, input_batch_size)
+    at_least(op, "input_batch_size", padded, num_reqs)
+    # Nothing is written with num_steps = 0, so any (even empty) step outs will do.
+    cols, padded_cols = (num_reqs, padded) if num_steps > 0 else (0, 0)
+    matrix(op, "out_step_positions", out_step_positions, device, num_steps, cols,
+           "num_steps, num_reqs")
+    matrix(op, "out_step_slot_mapping", out_step_slot_mapping, device, num_steps, padded_cols,
+           "num_steps, input_batch_size")
+    matrix(op, "out_step_seq_lens", out_step_seq_lens, device, num_steps, cols,
+           "num_steps, num_reqs")
+
+
+def check_prepare_eagle_round(sampled_token_ids, discard_request_mask, backup_next_token_ids,
+                              cu_num_draft_tokens, query_start_loc, target_token_ids,
+                              target_positions, target_slot_mapping, block_table, seq_lens,
+                              next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, out_input_ids, out_positions,
+                              out_slot_mapping, out_step_positions, out_step_slot_mapping,
+                              out_step_seq_lens, vocab_size, block_size, max_model_len,
+                              num_steps, num_input_tokens=None, input_batch_size=None):
+    op = "prepare_eagle_round"
+    num_reqs, device = _check_round_inputs(
+        op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
+        vocab_size, block_size)
+    num_tokens = vector(op, "target_token_ids", target_token_ids, device, 0, "")
+    vector(op, "target_positions", target_positions, device, num_tokens,
+           "target_token_ids.shape[0]", EXACT)
+    vector(op, "target_slot_mapping", target_slot_mapping, device, num_tokens,
+           "target_token_ids.shape[0]", EXACT)
+    vector(op, "token_indices_to_sample", token_indices_to_sample, device, num_reqs,
+           "num_reqs")
+    vector(op, "out_input_ids", out_input_ids, device, num_tokens, "T")
+    vector(op, "out_positions", out_positions, device, num_tokens, "T")
+    _check_first_pass_padding(op, num_tokens, num_input_tokens, "out_slot_mapping",
+                              out_slot_mapping, device)
+    _check_round_steps(op, num_reqs, device, max_model_len, num_steps, input_batch_size,
+                       out_step_positions, out_step_slot_mapping, out_step_seq_lens)
+    return ()
+
+
+def check_prepare_parallel_round(sampled_token_ids, discard_request_mask,
+                                 backup_next_token_ids, cu_num_draft_tokens, query_start_loc,
+                                 target_token_ids, target_positions, block_table, seq_lens,
+                                 next_token_ids, valid_sampled_tokens_count, out_input_ids,
+                                 out_positions, out_is_masked_token_mask, out_new_token_indices,
+                                 out_hidden_state_mapping, out_slot_mapping,
+                                 out_query_start_loc, out_seq_lens, out_step_positions,
+                                 out_step_slot_mapping, out_step_seq_lens, vocab_size,
+                                 padding_token_id, parallel_drafting_token_id,
+                                 num_padding_slots_per_request, shift_input_ids, block_size,
+                                 max_model_len, num_steps, num_input_tokens=None,
+                                 input_batch_size=None):
+    op = "prepare_parallel_round"
+    slots = num_padding_slots_per_request
+    at_least(op, "num_padding_slots_per_request", slots, 1)
+    if num_steps > 0 and (slots != 1 or shift_input_ids):
+        raise ValueError(
+            f"spec_ops.{op}: num_steps > 0 (draft steps, for the draft-model method) needs "
+            f"num_padding_slots_per_request = 1 and shift_input_ids = False, got "
+            f"num_steps = {num_steps}, num_padding_slots_per_request = {slots}, "
+            f"shift_input_ids = {shift_input_ids}")
+    num_reqs, device = _check_round_inputs(
+        op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
+        vocab_size, block_size)
+    num_tokens = vector(op, "target_token_ids", target_token_ids, device, 0, "")
+    vector(op, "target_positions", target_positions, device, num_tokens,
+           "target_token_ids.shape[0]", EXACT)
+    _, num_first_pass = parallel_round_sizes(target_token_ids, num_reqs, slots, shift_input_ids)
+    first_pass = "T + num_reqs * N"
+    vector(op, "out_input_ids", out_input_ids, device, num_first_pass, first_pass)
+    vector(op, "out_positions", out_positions, device, num_first_pass, first_pass)
+    vector(op, "out_is_masked_token_mask", out_is_masked_token_mask, device, num_first_pass,
+           first_pass, AT_LEAST, MASK_DTYPES)
+    vector(op, "out_new_token_indices", out_new_token_indices, device, num_reqs * slots,
+           "num_reqs * S")
+    vector(op, "out_hidden_state_mapping", out_hidden_state_mapping, device,
+           num_tokens if shift_input_ids else 0, "T (with shift_input_ids)")
+    _check_first_pass_padding(op, num_first_pass, num_input_tokens, "out_slot_mapping",
+                              out_slot_mapping, device)
+    vector(op, "out_query_start_loc", out_query_start_loc, device, num_reqs + 1,
+           "num_reqs + 1")
+    vector(op, "out_seq_lens", out_seq_lens, device, num_reqs, "num_reqs")
+    _check_round_steps(op, num_reqs, device, max_model_len, num_steps, input_batch_size,
+                       out_step_positions, out_step_slot_mapping, out_step_seq_lens)
+    return ()
+
+
+def check_prepare_dflash_round(sampled_token_ids, discard_request_mask, backup_next_token_ids,
+                               cu_num_draft_tokens, query_start_loc, target_positions,
+                               block_table, seq_lens, next_token_ids,
+                               valid_sampled_tokens_count, out_input_ids,
+                               out_context_positions, out_query_positions,
+                               out_context_slot_mapping, out_query_slot_mapping,
+                               out_token_indices, out_query_start_loc, out_seq_lens, vocab_size,
+                               parallel_drafting_token_id, block_size, num_speculative_tokens,
+                               num_input_tokens=None):
+    op = "prepare_dflash_round"
+    at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)
+    num_reqs, device = _check_round_inputs(
+        op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
+        vocab_size, block_size)
+    num_context = vector(op, "target_positions", target_positions, device, 0, "")
+    num_queries = num_reqs * (num_speculative_tokens + 1)
+    queries = "num_reqs * (num_speculative_tokens + 1)"
+    vector(op, "out_input_ids", out_input_ids, device, num_queries, queries)
+    vector(op, "out_context_positions", out_context_positions, device, num_context,
+           "target_positions.shape[0]")
+    vector(op, "out_query_positions", out_query_positions, device, num_queries, queries)
+    vector(op, "out_context_slot_mapping", out_context_slot_mapping, device, num_context,
+           "target_positions.shape[0]")
+    _check_first_pass_padding(op, num_queries, num_input_tokens, "out_query_slot_mapping",
+                              out_query_slot_mapping, device)
+    vector(op, "out_token_indices", out_token_indices, device,
+           num_reqs * num_speculative_tokens, "num_reqs * num_speculative_tokens")
+    vector(op, "out_query_start_loc", out_query_start_loc, device, num_reqs + 1,
+           "num_reqs + 1")
+    vector(op, "out_seq_lens", out_seq_lens, device, num_reqs, "num_reqs")
     return ()

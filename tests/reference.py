@@ -142,6 +142,25 @@ def multi_step(positions, table, seq_lens, block_size, max_model_len, num_steps,
     return [out_positions, out_slots, out_seq_lens]
 
 
+def mrope_step(positions, table, seq_lens, block_size, max_model_len, out_positions, out_slots,
+               input_batch_size=None):
+    positions, table = values(positions), values(table)
+    seq_lens, out_positions, out_slots = values(seq_lens), values(out_positions), \
+        values(out_slots)
+    num_reqs = len(positions[0])
+    padded = num_reqs if input_batch_size is None else input_batch_size
+    for r in range(num_reqs):
+        t = seq_lens[r]
+        over = t >= max_model_len
+        for d in range(3):
+            out_positions[d][r] = 0 if over else positions[d][r] + 1
+        out_slots[r] = -1 if over else slot(table, r, t, block_size)
+        seq_lens[r] = 1 if over else t + 1
+    for r in range(num_reqs, padded):
+        out_slots[r] = -1
+    return [seq_lens, out_positions, out_slots]
+
+
 def update_num_computed_tokens(num_computed, num_accepted, prev_positions, valid, prev_drafts,
                                cpu_num_computed):
     before = values(num_computed)
@@ -179,6 +198,116 @@ def prepare_padded_draft_inputs(sampled, discard, backup, cu, qsl, next_ids, cou
     return [next_ids, counts, indices, rejected]
 
 
+def _head(out, head):
+    """``out`` as a list with ``head`` written over its first entries."""
+    out = values(out)
+    out[:len(head)] = head
+    return out
+
+
+def _round_state(sampled, discard, backup, cu, qsl, vocab_size):
+    """docs/round_ops.md 6.0: per request next and valid (1.1), then last and rejected (1.2
+    reading 1.1's counts)."""
+    num_reqs = len(qsl) - 1
+    next_ids, counts = next_token_padded(sampled, discard, backup, [0] * num_reqs,
+                                         [0] * num_reqs, vocab_size)
+    last, rejected = prepare_inputs_padded(cu, counts, qsl, [0] * num_reqs, [0] * num_reqs)
+    return next_ids, counts, last, rejected
+
+
+def eagle_round(sampled, discard, backup, cu, qsl, ids, positions, slots, table, seq_lens,
+                next_out, counts_out, indices_out, out_ids, out_positions, out_slots,
+                out_step_positions, out_step_slots, out_step_seq_lens, vocab_size, block_size,
+                max_model_len, num_steps, num_input_tokens=None, input_batch_size=None):
+    qsl, ids, positions, slots = values(qsl), values(ids), values(positions), values(slots)
+    seq_lens = values(seq_lens)
+    out_ids, out_positions, out_slots = values(out_ids), values(out_positions), values(out_slots)
+    next_ids, counts, last, rejected = _round_state(sampled, discard, backup, cu, qsl,
+                                                    vocab_size)
+    num_tokens = len(ids)
+    for r in range(len(next_ids)):
+        for i in range(qsl[r], qsl[r + 1]):
+            if i == last[r]:
+                out_ids[i] = next_ids[r]
+            elif i + 1 < num_tokens:
+                out_ids[i] = ids[i + 1]
+            out_positions[i], out_slots[i] = positions[i], slots[i]
+    for i in range(num_tokens, num_tokens if num_input_tokens is None else num_input_tokens):
+        out_slots[i] = -1
+    start = [positions[i] if 0 <= i < num_tokens else 0 for i in last]
+    lengths = [seq_lens[r] - rejected[r] for r in range(len(next_ids))]
+    return [_head(next_out, next_ids), _head(counts_out, counts), _head(indices_out, last),
+            out_ids, out_positions, out_slots,
+            *multi_step(start, table, lengths, block_size, max_model_len, num_steps,
+                        out_step_positions, out_step_slots, out_step_seq_lens, input_batch_size)]
+
+
+def parallel_round(sampled, discard, backup, cu, qsl, ids, positions, table, seq_lens, next_out,
+                   counts_out, out_ids, out_positions, out_masked, out_new, out_hidden, out_slots,
+                   out_qsl, out_seq_lens, out_step_positions, out_step_slots, out_step_seq_lens,
+                   vocab_size, padding_id, parallel_id, num_slots, shift, block_size,
+                   max_model_len, num_steps, num_input_tokens=None, input_batch_size=None):
+    qsl, positions, seq_lens = values(qsl), values(positions), values(seq_lens)
+    out_slots, out_qsl, out_seq_lens = values(out_slots), values(out_qsl), values(out_seq_lens)
+    next_ids, counts, last, rejected = _round_state(sampled, discard, backup, cu, qsl,
+                                                    vocab_size)
+    num_reqs = len(next_ids)
+    new = num_slots - 1 if shift else num_slots
+    first_pass = len(ids) + num_reqs * new
+    out_ids, out_positions, rejected_mask, out_masked, out_new, out_hidden = \
+        copy_and_expand_eagle_inputs(ids, positions, next_ids, out_ids, out_positions,
+                                     [False] * first_pass, out_masked, out_new, out_hidden, qsl,
+                                     last, padding_id, parallel_id, num_slots, shift)
+    out_slots[:first_pass] = new_slot_mapping(table, qsl, out_positions[:first_pass],
+                                              rejected_mask, block_size, new, max_model_len)[0]
+    for i in range(first_pass, first_pass if num_input_tokens is None else num_input_tokens):
+        out_slots[i] = -1
+    for r in range(num_reqs + 1):
+        out_qsl[r] = qsl[r] + new * r
+    for r in range(num_reqs):
+        out_seq_lens[r] = seq_lens[r] + new
+    start = [positions[qsl[r]] + last[r] - qsl[r] + 1 for r in range(num_reqs)]
+    lengths = [seq_lens[r] + new - rejected[r] for r in range(num_reqs)]
+    return [_head(next_out, next_ids), _head(counts_out, counts), out_ids, out_positions,
+            out_masked, out_new, out_hidden, out_slots, out_qsl, out_seq_lens,
+            *multi_step(start, table, lengths, block_size, max_model_len, num_steps,
+                        out_step_positions, out_step_slots, out_step_seq_lens, input_batch_size)]
+
+
+def dflash_round(sampled, discard, backup, cu, qsl, positions, table, seq_lens, next_out,
+                 counts_out, out_ids, out_context_positions, out_query_positions,
+                 out_context_slots, out_query_slots, out_token_indices, out_qsl, out_seq_lens,
+                 vocab_size, parallel_id, block_size, num_spec, num_input_tokens=None):
+    qsl, positions, table, seq_lens = values(qsl), values(positions), values(table), \
+        values(seq_lens)
+    outs = [values(t) for t in (out_ids, out_context_positions, out_query_positions,
+                                out_context_slots, out_query_slots, out_token_indices, out_qsl,
+                                out_seq_lens)]
+    out_ids, out_cpos, out_qpos, out_cslot, out_qslot, out_tidx, out_qsl, out_seq_lens = outs
+    next_ids, counts, _, rejected = _round_state(sampled, discard, backup, cu, qsl, vocab_size)
+    num_reqs, num_query = len(next_ids), num_spec + 1
+    for r in range(num_reqs):
+        for i in range(qsl[r], qsl[r + 1]):
+            out_cpos[i] = positions[i]
+            out_cslot[i] = slot(table, r, positions[i], block_size)
+        last_index = qsl[r + 1] - rejected[r] - 1
+        last = positions[last_index] if 0 <= last_index < len(positions) else 0
+        for q in range(num_query):
+            o = r * num_query + q
+            out_qpos[o] = last + 1 + q
+            out_qslot[o] = slot(table, r, last + 1 + q, block_size)
+            out_ids[o] = next_ids[r] if q == 0 else parallel_id
+            if q >= 1:
+                out_tidx[r * num_spec + q - 1] = o
+        out_seq_lens[r] = seq_lens[r] - rejected[r] + num_query
+    for r in range(num_reqs + 1):
+        out_qsl[r] = r * num_query
+    num_queries = num_reqs * num_query
+    for i in range(num_queries, num_queries if num_input_tokens is None else num_input_tokens):
+        out_qslot[i] = -1
+    return [_head(next_out, next_ids), _head(counts_out, counts), *outs]
+
+
 REFERENCES = {
     "eagle_prepare_next_token_padded": next_token_padded,
     "eagle_prepare_inputs_padded": prepare_inputs_padded,
@@ -189,4 +318,8 @@ REFERENCES = {
     "compute_new_slot_mapping": new_slot_mapping,
     "prepare_padded_draft_inputs": prepare_padded_draft_inputs,
     "eagle_multi_step_slot_mapping": multi_step,
+    "eagle_mrope_step_update_slot_mapping_and_metadata": mrope_step,
+    "prepare_eagle_round": eagle_round,
+    "prepare_parallel_round": parallel_round,
+    "prepare_dflash_round": dflash_round,
 }

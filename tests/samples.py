@@ -225,6 +225,34 @@ def sample_multi_step(rng, num_reqs):
             out_matrix(rng, num_steps, num_reqs), batch)
 
 
+def sample_mrope_step(rng, num_reqs):
+    """[3, R] M-RoPE positions (a row-strided int64 view) that trail seq_lens - 1 as after an
+    image, or equal it (text only); some rows at or past max_model_len."""
+    block_size = scalars(rng).choice((1, 4, 16))
+    max_model_len = scalars(rng).choice((8, 64, 200))
+    num_padding_rows = scalars(rng).choice((None, 0, 1, 4))
+    seq_lens = [rng.choice((rng.randint(1, max_model_len), max_model_len - 1, max_model_len,
+                            max_model_len + 2)) for _ in range(num_reqs)]
+    columns = []
+    for seq_len in seq_lens:
+        lag = rng.choice((0, rng.randrange(seq_len)))   # how far an image set positions back
+        temporal = seq_len - 1 - lag
+        columns.append([temporal, temporal + rng.randint(0, lag), temporal + rng.randint(0, lag)])
+    pad = pick(rng, (0, 0, 1, 5), 5)
+    positions = torch.tensor([[column[d] for column in columns] + [POISON] * pad
+                              for d in range(3)], dtype=torch.int64)[:, :num_reqs]
+    seq_lens = ints(rng, seq_lens)
+    if pick(rng, (False, False, True), True):
+        seq_lens = torch.cat([seq_lens, ints(rng, [5])]).to(seq_lens.dtype)   # longer buffer
+    spare = pick(rng, (0, 1, 2, 3), 3)
+    out_positions = torch.full((3, num_reqs + spare), POISON, dtype=torch.int64)
+    out_positions = out_positions[:, :num_reqs + pick(rng, range(spare + 1), 1)]
+    batch = None if num_padding_rows is None else num_reqs + num_padding_rows
+    return (positions, block_table(rng, num_reqs, max_model_len, block_size), seq_lens,
+            block_size, max_model_len, out_positions,
+            out_buffer(rng, num_reqs if batch is None else batch, torch.int64), batch)
+
+
 def sample_update_num_computed(rng, num_reqs):
     num_prev = pick(rng, range(num_reqs + 4), num_reqs + 1)
     prev_positions = []
@@ -262,6 +290,130 @@ def sample_new_slot_mapping(rng, num_reqs):
             block_size, num_new, max_model_len)
 
 
+def _padded(rng, size):
+    """A CUDA-graph padded count (num_input_tokens, input_batch_size), or None for the real one."""
+    extra = scalars(rng).choice((None, 0, 1, 5))
+    return None if extra is None else size + extra
+
+
+def _verified_batch(rng, num_reqs, num_spec):
+    """docs/round_ops.md 6.0's inputs from verification, engine-shaped.
+
+    W = K + 1 sampled columns (1 when nothing was drafted): accepted drafts and the sampled
+    token, then -1s, sometimes an out-of-vocabulary id among the accepted ones. Rows without
+    drafts (prefill chunks, several tokens), discarded rows with and without drafts. Each
+    request's positions are consecutive and end below max_model_len, some just below it, and
+    its seq_len counts every verified token. Returns (sampled_token_ids, discard_request_mask,
+    backup_next_token_ids, cu_num_draft_tokens, query_start_loc, positions, seq_lens,
+    vocab_size, max_model_len).
+    """
+    vocab_size = scalars(rng).choice((50, 100, 32000))
+    long_requests = getattr(rng, "long_requests", False)
+    max_model_len = 1024 if long_requests else scalars(rng).choice((24, 64, 200))
+    if scalars(rng).random() < 0.15:
+        num_spec = 0                                    # nobody drafted: W = 1, cu all zero
+    rows, drafts, lengths = [], [], []
+    for _ in range(num_reqs):
+        num_drafts = pick(rng, (num_spec, num_spec, rng.randint(0, num_spec), 0), num_spec)
+        if long_requests and rng.random() < 0.7:
+            num_drafts = 0
+        accepted = rng.randint(0, num_drafts)
+        row = [rng.randrange(vocab_size) for _ in range(accepted + 1)]
+        if accepted and rng.random() < 0.2:
+            row[rng.randint(1, accepted)] = vocab_size
+        rows.append(row + [-1] * (num_spec - accepted))
+        drafts.append(num_drafts)
+        lengths.append(num_drafts + 1 + pick(rng, (0, 0, 0, 2), 0) if num_drafts
+                       else request_length(rng, 1, 6))
+    if rows:
+        pad = pick(rng, (0, 0, 2), 2)
+        sampled = ints(rng, [row + [-1] * pad for row in rows])[:, :num_spec + 1]
+    else:
+        sampled = torch.empty((0, num_spec + 1), dtype=int_dtype(rng))
+    cumulative = [sum(drafts[:r + 1]) for r in range(num_reqs)]
+    positions, seq_lens = [], []
+    for length in lengths:
+        start = rng.choice((rng.randint(0, max_model_len - length),
+                            max(max_model_len - length - rng.randint(0, 2), 0)))
+        positions += range(start, start + length)
+        seq_lens.append(start + length)
+    seq_lens = ints(rng, seq_lens)
+    if pick(rng, (False, False, True), True):
+        seq_lens = torch.cat([seq_lens, ints(rng, [5])]).to(seq_lens.dtype)   # longer buffer
+    return (sampled, torch.tensor([rng.random() < 0.2 for _ in range(num_reqs)], dtype=torch.bool),
+            ints(rng, [rng.randrange(vocab_size) for _ in range(num_reqs)]), ints(rng, cumulative),
+            query_start_loc(rng, lengths), positions, seq_lens, vocab_size, max_model_len)
+
+
+def _step_outs(rng, num_steps, num_reqs, input_batch_size):
+    padded = num_reqs if input_batch_size is None else input_batch_size
+    return (out_matrix(rng, num_steps, num_reqs), out_matrix(rng, num_steps, padded),
+            out_matrix(rng, num_steps, num_reqs))
+
+
+def sample_eagle_round(rng, num_reqs):
+    num_steps = scalars(rng).randint(0, 3)
+    block_size = scalars(rng).choice((1, 4, 16))
+    (sampled, discard, backup, cu, qsl, positions, seq_lens, vocab_size,
+     max_model_len) = _verified_batch(rng, num_reqs, num_steps + 1)
+    num_tokens = len(positions)
+    num_input_tokens, input_batch_size = _padded(rng, num_tokens), _padded(rng, num_reqs)
+    return (sampled, discard, backup, cu, qsl,
+            ints(rng, [rng.randrange(vocab_size) for _ in range(num_tokens)]), ints(rng, positions),
+            ints(rng, [rng.randint(-1, 5000) for _ in range(num_tokens)]),
+            block_table(rng, num_reqs, max_model_len, block_size), seq_lens,
+            out_buffer(rng, num_reqs), out_buffer(rng, num_reqs), out_buffer(rng, num_reqs),
+            out_buffer(rng, num_tokens), out_buffer(rng, num_tokens),
+            out_buffer(rng, num_input_tokens or num_tokens),
+            *_step_outs(rng, num_steps, num_reqs, input_batch_size), vocab_size, block_size,
+            max_model_len, num_steps, num_input_tokens, input_batch_size)
+
+
+def sample_parallel_round(rng, num_reqs):
+    """The draft-model method (S = 1, draft steps), PARD (S = K) or P-EAGLE (S = K, shift)."""
+    method = scalars(rng).choice(("draft model", "pard", "parallel drafting"))
+    num_spec = scalars(rng).randint(1, 4)
+    slots = 1 if method == "draft model" else num_spec
+    shift = method == "parallel drafting"
+    num_steps = num_spec - 1 if method == "draft model" else 0
+    block_size = scalars(rng).choice((1, 4, 16))
+    padding_id, parallel_id = scalars(rng).randint(0, 5), scalars(rng).randint(1000, 1005)
+    (sampled, discard, backup, cu, qsl, positions, seq_lens, vocab_size,
+     max_model_len) = _verified_batch(rng, num_reqs, num_spec)
+    num_tokens = len(positions)
+    num_first_pass = num_tokens + num_reqs * (slots - 1 if shift else slots)
+    num_input_tokens, input_batch_size = _padded(rng, num_first_pass), _padded(rng, num_reqs)
+    return (sampled, discard, backup, cu, qsl,
+            ints(rng, [rng.randrange(vocab_size) for _ in range(num_tokens)]), ints(rng, positions),
+            block_table(rng, num_reqs, max_model_len + slots, block_size), seq_lens,
+            out_buffer(rng, num_reqs), out_buffer(rng, num_reqs), out_buffer(rng, num_first_pass),
+            out_buffer(rng, num_first_pass), out_buffer(rng, num_first_pass, torch.bool),
+            out_buffer(rng, num_reqs * slots), out_buffer(rng, num_tokens),
+            out_buffer(rng, num_input_tokens or num_first_pass), out_buffer(rng, num_reqs + 1),
+            out_buffer(rng, num_reqs), *_step_outs(rng, num_steps, num_reqs, input_batch_size),
+            vocab_size, padding_id, parallel_id, slots, shift, block_size, max_model_len,
+            num_steps, num_input_tokens, input_batch_size)
+
+
+def sample_dflash_round(rng, num_reqs):
+    num_spec = scalars(rng).randint(1, 4)
+    num_query = num_spec + 1
+    block_size = scalars(rng).choice((1, 4, 16))
+    parallel_id = scalars(rng).randint(1000, 1005)
+    (sampled, discard, backup, cu, qsl, positions, seq_lens, vocab_size,
+     max_model_len) = _verified_batch(rng, num_reqs, num_spec)
+    num_context, num_queries = len(positions), num_reqs * num_query
+    num_input_tokens = _padded(rng, num_queries)
+    return (sampled, discard, backup, cu, qsl, ints(rng, positions),
+            block_table(rng, num_reqs, max_model_len + num_query, block_size), seq_lens,
+            out_buffer(rng, num_reqs), out_buffer(rng, num_reqs), out_buffer(rng, num_queries),
+            out_buffer(rng, num_context), out_buffer(rng, num_queries),
+            out_buffer(rng, num_context), out_buffer(rng, num_input_tokens or num_queries),
+            out_buffer(rng, num_reqs * num_spec), out_buffer(rng, num_reqs + 1),
+            out_buffer(rng, num_reqs), vocab_size, parallel_id, block_size, num_spec,
+            num_input_tokens)
+
+
 SAMPLERS = {
     "eagle_prepare_next_token_padded": sample_next_token,
     "eagle_prepare_inputs_padded": sample_prepare_inputs,
@@ -272,6 +424,10 @@ SAMPLERS = {
     "compute_new_slot_mapping": sample_new_slot_mapping,
     "prepare_padded_draft_inputs": sample_fused_padded,
     "eagle_multi_step_slot_mapping": sample_multi_step,
+    "eagle_mrope_step_update_slot_mapping_and_metadata": sample_mrope_step,
+    "prepare_eagle_round": sample_eagle_round,
+    "prepare_parallel_round": sample_parallel_round,
+    "prepare_dflash_round": sample_dflash_round,
 }
 OPS = sorted(SAMPLERS)
 

@@ -1,16 +1,26 @@
-"""GPU-only properties (H200): CUDA-graph capture and replay of every op, and the engine-step
-chain compiled with CUDA graphs (mode="reduce-overhead") and with default Inductor on CUDA.
-The rest of the suite also runs on CUDA tensors when a GPU is present."""
+"""GPU-only properties (H200): CUDA-graph capture and replay of every op, the engine-step
+chain compiled with CUDA graphs (mode="reduce-overhead") and with default Inductor on CUDA,
+the launcher (every launch path, a kernel per dtype of every tensor, the current stream, a
+device other than the current one). The rest of the suite also runs on CUDA tensors when a
+GPU is present."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo.utils
 import torch._inductor.cudagraph_trees
 import torch.fx.experimental._config
+import triton
 
 from backends import run
 from chain import engine_step, engine_step_inputs
 from samples import OPS, clone_args, op_overload, sample, written_arg_indices
+from spec_ops._library import KERNELS
+from spec_ops._triton._launch import LAUNCHERS
 
 pytestmark = pytest.mark.gpu
 
@@ -75,23 +85,124 @@ def test_engine_step_compiled_on_cuda_equals_eager(mode):
         assert graphs_recorded() >= 3
 
 
+def launch_paths():
+    """The launch path of every cached launch in this process."""
+    return {launch.path for launcher in LAUNCHERS for launch in launcher.launches.values()}
+
+
+def expected_launch_path():
+    """The path SPEC_OPS_LAUNCH caps launches to; unset, the direct C launch on the Triton whose
+    launcher it was written against (3.6, the H200's). None: no expectation."""
+    if "SPEC_OPS_LAUNCH" in os.environ:
+        return os.environ["SPEC_OPS_LAUNCH"]
+    return "direct" if triton.__version__.startswith("3.6.") else None
+
+
+def other_dtype(t):
+    """``t`` as the other index dtype (int32 <-> int64), same shape, strides and values."""
+    dtype = torch.int64 if t.dtype == torch.int32 else torch.int32
+    base = t if t._base is None else t._base
+    return base.to(dtype).as_strided(t.shape, t.stride(),
+                                     t.storage_offset() - base.storage_offset())
+
+
 @pytest.mark.parametrize("op", OPS)
-def test_dtype_variants_launch_their_own_kernels_directly(op):
-    """int32, int64 and int32 again through one process: each dtype mix is its own variant in
-    the launch key, so each runs the kernel compiled for it (equal to the CPU kernel); on
-    Triton 3.6 every cached launch is the direct C launch."""
-    import types
-
-    import triton
-
-    import spec_ops._triton as kernels
-    from spec_ops._triton._launch import Launcher
-    for dtype in (torch.int32, torch.int64, torch.int32):
-        args = sample(op, 5, 9, fixed_dtype=dtype)
+def test_launch_key_has_every_tensor_dtype(op):
+    """From all int32, each integer tensor switched to the other dtype in turn, one more per
+    call: consecutive calls differ in one tensor's dtype only, so a launch key missing that
+    tensor's dtype would rerun the previous call's kernel and differ from the CPU kernel.
+    Every cached launch so far took the expected path (the direct C launch on the H200)."""
+    args = list(sample(op, 5, 9, fixed_dtype=torch.int32))
+    assert_equal_lists(run(op, args, "cuda"), run(op, args, "cpu"))
+    for i, arg in enumerate(args):
+        if not isinstance(arg, torch.Tensor) or arg.dtype not in (torch.int32, torch.int64):
+            continue
+        switched = [*args[:i], other_dtype(arg), *args[i + 1:]]
+        try:
+            KERNELS[op].check(*switched)
+        except TypeError:
+            continue            # the op takes this tensor in one dtype only
+        args = switched
         assert_equal_lists(run(op, args, "cuda"), run(op, args, "cpu"))
-    modules = [m for m in vars(kernels).values() if isinstance(m, types.ModuleType)]
-    launchers = [v for m in modules for v in vars(m).values() if isinstance(v, Launcher)]
-    launches = [launch for launcher in launchers for launch in launcher.launches.values()]
-    assert launches
-    if triton.__version__.startswith("3.6."):
-        assert all(launch.direct for launch in launches)
+    expected = expected_launch_path()
+    if expected is not None:
+        assert launch_paths() == {expected}
+
+
+# Runs every op on CUDA in a process whose SPEC_OPS_LAUNCH is set, printing the paths taken.
+PATHS_TAKEN = """
+import torch
+from backends import run
+from samples import OPS, sample
+from test_gpu import launch_paths
+for op in OPS:
+    run(op, sample(op, 0, 9, fixed_dtype=torch.int32), "cuda")
+print(*sorted(launch_paths()))
+"""
+
+
+@pytest.mark.parametrize("path", ["run", "triton"])
+def test_generic_launch_paths_equal_cpu(path):
+    """SPEC_OPS_LAUNCH (read at import) caps the launch path, so each generic path gets a
+    process of its own: the Triton == CPU == reference properties through it, and every
+    cached launch there taking it."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "SPEC_OPS_LAUNCH": path, "SPEC_OPS_EXAMPLES": "10"}
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not gpu", "tests/test_properties.py",
+         "-k", "triton_equals_cpu or more_rows", "-p", "no:cacheprovider"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    taken = subprocess.run([sys.executable, "-c", PATHS_TAKEN], cwd=root / "tests", env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    assert taken.stdout.split() == [path]
+
+
+SPIN_CYCLES = 100_000_000     # ~50 ms of GPU clock
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_call_on_a_side_stream_runs_on_it(op):
+    """On a side stream whose inputs land only after a long spin, the op (its kernel already
+    compiled) reads them after they land: it launched on the current stream, the side one. A
+    launch on the default stream would have read the stale inputs."""
+    fresh = sample(op, 1, 9, fixed_dtype=torch.int32)
+    expected = run(op, fresh, "cpu")
+    landing = clone_args(fresh, "cuda")
+    static = clone_args(sample(op, 2, 9, fixed_dtype=torch.int32), "cuda")
+    op_overload(op)(*clone_args(static, "cuda"))
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SPIN_CYCLES)
+        for dst, src in zip(static, landing):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        result = op_overload(op)(*static)
+    side.synchronize()
+    outputs = [static[i] for i in written_arg_indices(op)]
+    if result is not None:
+        outputs.append(result)
+    assert_equal_lists(outputs, expected)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("op", OPS)
+def test_tensors_on_a_device_other_than_the_current_one(op):
+    """Tensors on cuda:1 while cuda:0 is current: the kernel compiles for and launches on the
+    tensors' device, on the first call and on the second (the cached launch), and the current
+    device stays cuda:0."""
+    args = sample(op, 3, 9, fixed_dtype=torch.int32)
+    expected = run(op, args, "cpu")
+    with torch.cuda.device(0):
+        for _ in range(2):
+            placed = clone_args(args, "cuda:1")
+            result = op_overload(op)(*placed)
+            torch.cuda.synchronize(1)
+            outputs = [placed[i] for i in written_arg_indices(op)]
+            if result is not None:
+                outputs.append(result)
+            assert_equal_lists(outputs, expected)
+            assert torch.cuda.current_device() == 0

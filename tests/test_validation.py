@@ -77,7 +77,7 @@ def test_matrix_last_dim_must_be_contiguous_and_rows_disjoint(op, index, name, b
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     matrix = args[index]
     column_major = matrix.t().contiguous().t()
-    if matrix.shape[1] > 1:
+    if matrix.shape[1] > 1 and matrix.shape[0] > 0:     # without rows, no stride to see
         assert_rejected(op, replaced(args, index, column_major), ValueError, name, backend,
                         "unit stride along its last dim")
     overlapping = matrix[:1].expand(matrix.shape[0], matrix.shape[1])   # row stride 0
@@ -95,11 +95,19 @@ DEFINES_SIZES = {
     "copy_and_expand_dflash_inputs": ("query_start_loc", "target_positions"),
     "eagle_step_update_slot_mapping_and_metadata": ("positions",),
     "eagle_multi_step_slot_mapping": ("positions",),
+    "eagle_mrope_step_update_slot_mapping_and_metadata": ("positions",),
+    "prepare_eagle_round": ("target_token_ids",),
+    "prepare_parallel_round": ("target_token_ids",),
+    "prepare_dflash_round": ("target_positions",),
     "update_num_computed_tokens_for_batch_change": ("prev_positions",
                                                     "valid_sampled_token_count",
                                                     "prev_num_draft_tokens"),
     "compute_new_slot_mapping": ("query_start_loc", "new_positions"),
 }
+
+
+def arg_names(op):
+    return [arg.name for arg in op_overload(op)._schema.arguments]
 
 
 def _required_length_cases():
@@ -108,8 +116,8 @@ def _required_length_cases():
     for op in OPS:
         args = sample(op, seed=11, num_reqs=NUM_REQS)
         for i, name in tensor_args(op):
-            unused = (op == "copy_and_expand_eagle_inputs" and name == "out_hidden_state_mapping"
-                      and not args[-1])                          # only written with shift
+            unused = (name == "out_hidden_state_mapping"       # only written with shift
+                      and not args[arg_names(op).index("shift_input_ids")])
             if (isinstance(args[i], torch.Tensor) and args[i].dim() == 1 and not unused
                     and name not in DEFINES_SIZES[op]):
                 found.append((op, i, name))
@@ -159,6 +167,26 @@ BAD_SCALARS = [
     ("eagle_step_update_slot_mapping_and_metadata", 7, NUM_REQS - 1, "input_batch_size"),
     ("compute_new_slot_mapping", 5, -1, "num_new_tokens"),
     ("eagle_multi_step_slot_mapping", 5, -1, "num_steps"),
+    ("eagle_mrope_step_update_slot_mapping_and_metadata", 3, 0, "block_size"),
+    ("eagle_mrope_step_update_slot_mapping_and_metadata", 4, 0, "max_model_len"),
+    ("eagle_mrope_step_update_slot_mapping_and_metadata", 7, NUM_REQS - 1, "input_batch_size"),
+    ("prepare_eagle_round", 19, 0, "vocab_size"),
+    ("prepare_eagle_round", 20, 0, "block_size"),
+    ("prepare_eagle_round", 21, 0, "max_model_len"),
+    ("prepare_eagle_round", 22, -1, "num_steps"),
+    ("prepare_eagle_round", 23, 0, "num_input_tokens"),
+    ("prepare_eagle_round", 24, NUM_REQS - 1, "input_batch_size"),
+    ("prepare_parallel_round", 22, 0, "vocab_size"),
+    ("prepare_parallel_round", 25, 0, "num_padding_slots_per_request"),
+    ("prepare_parallel_round", 27, 0, "block_size"),
+    ("prepare_parallel_round", 28, 0, "max_model_len"),
+    ("prepare_parallel_round", 29, -1, "num_steps"),
+    ("prepare_parallel_round", 30, 0, "num_input_tokens"),
+    ("prepare_parallel_round", 31, NUM_REQS - 1, "input_batch_size"),
+    ("prepare_dflash_round", 18, 0, "vocab_size"),
+    ("prepare_dflash_round", 20, 0, "block_size"),
+    ("prepare_dflash_round", 21, -1, "num_speculative_tokens"),
+    ("prepare_dflash_round", 22, 0, "num_input_tokens"),
 ]
 
 
@@ -174,6 +202,15 @@ def test_dflash_speculative_tokens_must_cover_the_queries():
     args = args[:13] + (3, 1)                                   # Q = 3 needs K >= 2
     with pytest.raises(ValueError, match="num_speculative_tokens must be >= num_query_per_req"):
         op_overload("copy_and_expand_dflash_inputs")(*args)
+
+
+@pytest.mark.parametrize("slots,shift", [(2, False), (1, True)])
+def test_parallel_round_steps_need_one_slot_without_shift(slots, shift):
+    """docs/round_ops.md 6.2: draft steps are for the draft-model method only."""
+    args = sample("prepare_parallel_round", seed=11, num_reqs=NUM_REQS)
+    args = args[:25] + (slots, shift) + args[27:29] + (1,) + args[30:]
+    with pytest.raises(ValueError, match="spec_ops.prepare_parallel_round: num_steps > 0"):
+        op_overload("prepare_parallel_round")(*args)
 
 
 
@@ -222,6 +259,8 @@ def overlap_cases():
 
 
 ALLOWED_ALIASES = {("eagle_step_update_slot_mapping_and_metadata", "out_clamped_positions",
+                    "positions"),
+                   ("eagle_mrope_step_update_slot_mapping_and_metadata", "out_positions",
                     "positions")}
 
 
@@ -247,7 +286,8 @@ def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, oth
 
 
 @pytest.mark.parametrize("name", sorted(n for n in OPS if n in
-                                        ("eagle_step_update_slot_mapping_and_metadata",)))
+                                        ("eagle_step_update_slot_mapping_and_metadata",
+                                         "eagle_mrope_step_update_slot_mapping_and_metadata")))
 def test_the_allowed_alias_is_the_same_tensor(name):
     args = sample(name, seed=11, num_reqs=NUM_REQS)
     positions = args[0]
@@ -289,15 +329,26 @@ def test_update_num_computed_tokens_has_no_row_limit(backend):
     assert [t.tolist() for t in run(op, args, backend)] == expected
 
 
-def test_valid_calls_never_raise_under_threads():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
     """Eight threads calling ops with valid and invalid arguments, the interpreter switching
     threads as often as it can: every valid call returns the right result, every invalid one
-    raises its error and writes nothing."""
+    raises its error and writes nothing (the CUDA route also remembers layouts meanwhile).
+    Triton's interpreter keeps global state, so interpreted launches take turns; the checks,
+    the remembered layouts and the launch cache around them do not."""
     import sys
     import threading
 
+    from spec_ops._triton._launch import Launcher
+    if backend == "interpret":
+        launch, one_at_a_time = Launcher.__call__, threading.Lock()
+
+        def interpreted_launch(*args, **kwargs):
+            with one_at_a_time:
+                return launch(*args, **kwargs)
+        monkeypatch.setattr(Launcher, "__call__", interpreted_launch)
+
     from reference import REFERENCES
-    from samples import clone_args
     ops = ("eagle_prepare_inputs_padded", "copy_and_expand_eagle_inputs",
            "eagle_step_update_slot_mapping_and_metadata", "compute_new_slot_mapping")
     work = []
@@ -310,20 +361,20 @@ def test_valid_calls_never_raise_under_threads():
     failures = []
 
     def hammer(worker):
-        for n in range(150):
+        for n in range(150 if backend == "cpu" else 12):
             op, args, expected, bad = work[(worker + n) % len(work)]
             try:
-                placed = clone_args(args)
-                result = call(op, placed, "cpu")
-                got = [placed[i].tolist() for i in written_arg_indices(op)]
+                placed = place(args, backend)
+                result = call(op, placed, backend)
+                got = [placed[i].cpu().tolist() for i in written_arg_indices(op)]
                 if result is not None:
-                    got.append(result.tolist())
+                    got.append(result.cpu().tolist())
                 if got != [list(e) if not isinstance(e, list) else e for e in expected]:
                     failures.append(f"{op}: wrong result")
-                placed = clone_args(bad)
+                placed = place(bad, backend)
                 before = [placed[i].clone() for i in written_arg_indices(op)]
                 try:
-                    call(op, placed, "cpu")
+                    call(op, placed, backend)
                     failures.append(f"{op}: bad call accepted")
                 except TypeError:
                     if not all(torch.equal(placed[i], b)
@@ -343,3 +394,25 @@ def test_valid_calls_never_raise_under_threads():
     finally:
         sys.setswitchinterval(interval)
     assert not failures, failures[:5]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_known_layouts_match_only_what_the_check_accepted(op):
+    """After a valid call, a call with the same tensor layout (sizes free) is checked for sizes
+    only; another dtype, rank, stride or device is not matched, and takes the full check."""
+    from spec_ops.validation import KnownLayouts, TensorGuards
+    if TensorGuards is None:
+        pytest.skip("this torch has no TensorGuards: every call takes the full check")
+    known = KnownLayouts.for_schema(op_overload(op)._schema)
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    assert not known.match(args)
+    known.remember(args)
+    assert known.match(args)
+    index, _ = tensor_args(op)[0]
+    first = args[index]
+    assert known.match(replaced(args, index, first[:1])), "sizes are not remembered"
+    other_dtype = torch.int64 if first.dtype == torch.int32 else torch.int32
+    strided = (first.repeat_interleave(2)[::2] if first.dim() == 1
+               else first.t().contiguous().t())
+    for changed in (first.to(other_dtype), first[None], strided, first.to("meta"), None):
+        assert not known.match(replaced(args, index, changed)), changed

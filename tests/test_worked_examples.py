@@ -84,6 +84,69 @@ EXAMPLES = {
              torch.full((4, 2), P), 3),
             [[[6, 63], [7, 0], [8, 1]], [[166, 383, -1], [167, -1, -1], [168, 321, -1]],
              [[7, 64], [8, 1], [9, 2], [P, P]]]),
+    "7.1": ("eagle_mrope_step_update_slot_mapping_and_metadata",
+            (t([[12, 9, 63]] * 3, I64), t([[10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]]),
+             t([20, 10, 64]), 16, 64, torch.full((3, 4), P, dtype=I64), poison(5, I64), 4),
+            [[21, 11, 1], [[13, 10, 0, P]] * 3, [180, 330, -1, -1, P]]),
+    "6.1": ("prepare_eagle_round",
+            (t([[7, 8, -1, -1], [5, -1, -1, -1], [1, 2, 3, 4]]), t([0, 1, 0], torch.bool),
+             t([70, 71, 72]), t([3, 3, 6]), t([0, 4, 6, 10]),
+             t([10, 11, 12, 13, 20, 21, 30, 31, 32, 33]),
+             t([8, 9, 10, 11, 0, 1, 26, 27, 28, 29], I64),
+             t([16, 17, 18, 19, 40, 41, 98, 99, 100, 101], I64),
+             t([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]), t([12, 2, 30]), poison(4),
+             poison(4), poison(4), poison(11), poison(11, I64), poison(13, I64),
+             torch.full((4, 4), P, dtype=I64), torch.full((4, 5), P, dtype=I64),
+             torch.full((4, 4), P), 100, 8, 32, 3, 12, 4),
+            [[8, 71, 4, P], [2, 0, 4, P], [1, 5, 9, P], [11, 8, 13, 20, 21, 71, 31, 32, 33, 4, P],
+             [8, 9, 10, 11, 0, 1, 26, 27, 28, 29, P],
+             [16, 17, 18, 19, 40, 41, 98, 99, 100, 101, -1, -1, P],
+             [[10, 2, 30, P], [11, 3, 31, P], [12, 4, 0, P], [P] * 4],
+             [[18, 42, 102, -1, P], [19, 43, 103, -1, P], [20, 44, -1, -1, P], [P] * 5],
+             [[11, 3, 31, P], [12, 4, 32, P], [13, 5, 1, P], [P] * 4]]),
+    # Row 0 is discarded after drafting: last = -1, so no next token lands and steps start at 0.
+    "6.1 discarded": ("prepare_eagle_round",
+                      (t([[7, 8, -1], [5, 6, 9]]), t([1, 0], torch.bool), t([70, 71]), t([2, 4]),
+                       t([0, 3, 6]), t([10, 11, 12, 20, 21, 22]), t([8, 9, 10, 3, 4, 5], I64),
+                       t([12, 13, 14, 23, 24, 25], I64), t([[1, 2, 3, 4], [5, 6, 7, 8]]),
+                       t([11, 6]), poison(2), poison(2), poison(2), poison(6), poison(6, I64),
+                       poison(6, I64), torch.full((1, 2), P, dtype=I64),
+                       torch.full((1, 2), P, dtype=I64), torch.full((1, 2), P), 100, 4, 16, 1),
+                      [[70, 9], [0, 3], [-1, 5], [11, 12, 20, 21, 22, 9], [8, 9, 10, 3, 4, 5],
+                       [12, 13, 14, 23, 24, 25], [[1, 6]], [[5, 26]], [[9, 7]]]),
+    "6.2 shift": ("prepare_parallel_round",
+                  (t([[7, 8, -1], [5, -1, -1]]), t([0, 0], torch.bool), t([70, 71]), t([2, 2]),
+                   t([0, 3, 5]), t([10, 11, 12, 20, 21]), t([8, 9, 10, 3, 4], I64),
+                   t([[1, 2, 3, 4], [5, 6, 7, 8]]), t([11, 5]), poison(2), poison(2), poison(8),
+                   poison(8, I64), torch.ones(8, dtype=torch.bool), poison(5), poison(6),
+                   poison(9, I64), poison(4), poison(3), torch.full((1, 3), P, dtype=I64),
+                   torch.full((1, 3), P, dtype=I64), torch.full((1, 3), P), 100, 0, 99, 2, True,
+                   4, 16, 0, 8),
+                  [[8, 5], [2, 1], [11, 8, 99, 0, 21, 5, 99, P], [8, 9, 10, 0, 3, 4, 5, P],
+                   [i in (2, 6, 7) for i in range(8)], [1, 2, 5, 6, P], [0, 1, 2, 4, 5, P],
+                   [12, 13, 14, -1, 23, 24, 25, -1, P], [0, 4, 7, P], [12, 6, P], [[P] * 3],
+                   [[P] * 3], [[P] * 3]]),
+    "6.2 no shift": ("prepare_parallel_round",
+                     (t([[7, 8, -1], [5, -1, -1]]), t([0, 0], torch.bool), t([70, 71]),
+                      t([2, 2]), t([0, 3, 5]), t([10, 11, 12, 20, 21]), t([8, 9, 10, 3, 4], I64),
+                      t([[1, 2, 3, 4], [5, 6, 7, 8]]), t([11, 5]), poison(2), poison(2),
+                      poison(8), poison(8, I64), torch.ones(8, dtype=torch.bool), poison(3),
+                      poison(5), poison(9, I64), poison(4), poison(3),
+                      torch.full((3, 3), P, dtype=I64), torch.full((3, 3), P, dtype=I64),
+                      torch.full((3, 3), P), 100, 0, 99, 1, False, 4, 16, 2, 8),
+                     [[8, 5], [2, 1], [10, 11, 8, 0, 20, 21, 5, P], [8, 9, 10, 0, 3, 4, 5, P],
+                      [False] * 7 + [True], [2, 6, P], [P] * 5,
+                      [12, 13, 14, -1, 23, 24, 25, -1, P], [0, 4, 7, P], [12, 6, P],
+                      [[11, 6, P], [12, 7, P], [P] * 3], [[15, 26, P], [16, 27, P], [P] * 3],
+                      [[12, 7, P], [13, 8, P], [P] * 3]]),
+    "6.3": ("prepare_dflash_round",
+            (t([[7, 8, -1], [5, -1, -1]]), t([0, 0], torch.bool), t([70, 71]), t([2, 2]),
+             t([0, 3, 5]), t([8, 9, 10, 3, 4], I64), t([[1, 2, 3, 4], [5, 6, 7, 8]]), t([11, 5]),
+             poison(3), poison(3), poison(7), poison(6, I64), poison(7, I64), poison(6, I64),
+             poison(9, I64), poison(5), poison(4), poison(3), 100, 99, 4, 2, 8),
+            [[8, 5, P], [2, 1, P], [8, 99, 99, 5, 99, 99, P], [8, 9, 10, 3, 4, P],
+             [10, 11, 12, 5, 6, 7, P], [12, 13, 14, 23, 24, P],
+             [14, 15, 16, 25, 26, 27, -1, -1, P], [1, 2, 4, 5, P], [0, 3, 6, P], [13, 8, P]]),
 }
 
 
@@ -105,6 +168,23 @@ def test_step_positions_may_alias_out_clamped_positions(backend):
     assert positions.tolist() == [6, 32, 0]
     assert args[6].tolist() == [166, 352, -1, -1, -1]
     assert args[2].tolist() == [7, 33, 1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mrope_step_positions_may_alias_out_positions(backend):
+    """7.1's example in place: positions is out_positions, a row-strided view of a wider
+    buffer whose spare column stays untouched."""
+    args = place((torch.full((3, 5), P, dtype=I64),
+                  t([[10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]]), t([20, 10, 64]),
+                  16, 64, None, poison(5, I64), 4), backend)
+    buffer = args[0]
+    buffer[:, :3] = t([[12, 9, 63]] * 3, I64).to(buffer.device)
+    positions = buffer[:, :3]
+    call("eagle_mrope_step_update_slot_mapping_and_metadata",
+         (positions,) + args[1:5] + (positions,) + args[6:], backend)
+    assert buffer.tolist() == [[13, 10, 0, P, P]] * 3
+    assert args[6].tolist() == [180, 330, -1, -1, P]
+    assert args[2].tolist() == [21, 11, 1]
 
 
 EMPTY_BATCH = {
@@ -132,6 +212,36 @@ EMPTY_BATCH = {
                                       2, torch.full((2, 1), P, dtype=I64),
                                       torch.full((2, 3), P, dtype=I64), torch.full((2, 1), P),
                                       2),
+    "eagle_mrope_step_update_slot_mapping_and_metadata": (
+        torch.zeros(3, 0, dtype=I64), torch.zeros(0, 0, dtype=I32), t([]), 16, 64,
+        torch.full((3, 2), P, dtype=I64), poison(4, I64), 3),
+    "prepare_eagle_round": (torch.empty(0, 1, dtype=I32), t([], torch.bool), t([]), t([]), t([0]),
+                            t([]), t([], I64), t([], I64), torch.zeros(0, 4, dtype=I32), t([]),
+                            poison(2), poison(2), poison(2), poison(2), poison(2, I64),
+                            poison(4, I64), torch.full((2, 1), P, dtype=I64),
+                            torch.full((2, 3), P, dtype=I64), torch.full((2, 1), P), 100, 16,
+                            64, 2, 3, 2),
+    "prepare_parallel_round": (torch.empty(0, 1, dtype=I32), t([], torch.bool), t([]), t([]),
+                               t([0]), t([]), t([], I64), torch.zeros(0, 4, dtype=I32), t([]),
+                               poison(2), poison(2), poison(2), poison(2, I64),
+                               torch.ones(2, dtype=torch.bool), poison(2), poison(2),
+                               poison(4, I64), poison(2), poison(2),
+                               torch.full((2, 1), P, dtype=I64),
+                               torch.full((2, 3), P, dtype=I64), torch.full((2, 1), P), 100, 0,
+                               99, 1, False, 16, 64, 2, 3, 2),
+    "prepare_dflash_round": (torch.empty(0, 1, dtype=I32), t([], torch.bool), t([]), t([]),
+                             t([0]), t([], I64), torch.zeros(0, 4, dtype=I32), t([]), poison(2),
+                             poison(2), poison(2), poison(2, I64), poison(2, I64),
+                             poison(2, I64), poison(4, I64), poison(2), poison(2), poison(2),
+                             100, 99, 16, 2, 3),
+}
+
+# What the round ops write for R = 0 (docs/round_ops.md, 6.0), by index among the written
+# tensors: the padding entries and out_query_start_loc[0].
+EMPTY_ROUND_WRITES = {
+    "prepare_eagle_round": {5: [-1, -1, -1, P], 7: [[-1, -1, P], [-1, -1, P]]},
+    "prepare_parallel_round": {7: [-1, -1, -1, P], 8: [0, P], 11: [[-1, -1, P], [-1, -1, P]]},
+    "prepare_dflash_round": {6: [-1, -1, -1, P], 8: [0, P]},
 }
 
 
@@ -139,8 +249,10 @@ EMPTY_BATCH = {
 @pytest.mark.parametrize("op", sorted(EMPTY_BATCH))
 def test_empty_batch_writes_nothing_but_padding_rows(op, backend):
     outputs = run(op, EMPTY_BATCH[op], backend)
-    if op == "eagle_step_update_slot_mapping_and_metadata":
-        assert outputs[2].tolist() == [-1, -1, -1, P]       # the padding rows of SPEC 1.5
+    if op in ("eagle_step_update_slot_mapping_and_metadata",
+              "eagle_mrope_step_update_slot_mapping_and_metadata"):
+        assert outputs[2].tolist() == [-1, -1, -1, P]       # the padding rows of 1.5 and 7.1
+        assert outputs[1].tolist() == EMPTY_BATCH[op][5].tolist()
     elif op == "eagle_multi_step_slot_mapping":
         assert outputs[1].tolist() == [[-1, -1, P], [-1, -1, P]]
         assert outputs[0].tolist() == [[P], [P]] and outputs[2].tolist() == [[P], [P]]
@@ -148,8 +260,10 @@ def test_empty_batch_writes_nothing_but_padding_rows(op, backend):
         assert outputs[0].shape == (0,)
     else:
         args = EMPTY_BATCH[op]
-        assert [out.tolist() for out in outputs] == [args[i].tolist()
-                                                     for i in written_arg_indices(op)]
+        expected = [args[i].tolist() for i in written_arg_indices(op)]
+        for i, written in EMPTY_ROUND_WRITES.get(op, {}).items():
+            expected[i] = written
+        assert [out.tolist() for out in outputs] == expected
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

@@ -1,0 +1,403 @@
+"""One launch per draft round (docs/round_ops.md): 6.1 chain EAGLE / MTP, 6.2 parallel
+drafting, PARD and draft models, 6.3 DFlash.
+
+No output needs a value another request produced, so each round is one grid of (request,
+chunk) programs with no barrier. Every program recomputes its request's 1.1 and 1.2 state in
+registers (one pass over the request's W sampled columns); program (r, c) writes chunks
+c, c + C, ... of request r's first-pass tokens (as in 1.3 and 1.4), and program (r, 0) alone
+writes the per-request outputs and runs the request's draft steps (5.2 for one row). The grid
+has at least one row of programs, so an empty batch still writes its padding entries: those
+are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
+"""
+
+import triton
+import triton.language as tl
+
+from ._indexing import request_chunks, slot_lookup
+from ._launch import (
+    PER_REQUEST_BLOCK,
+    PER_REQUEST_WARPS,
+    Launcher,
+    next_power_of_2,
+    num_chunks,
+    pdl_prologue,
+    spec_kernel,
+)
+from .draft_step import _advance
+from .padded_batch import _next_token_and_count, _sample_index_and_rejected
+
+
+@triton.jit
+def _request_state(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+                   query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS: tl.constexpr):
+    """6.0's state of request req, int64 scalars: (next, valid, last, rejected), where last is
+    1.2's index to sample (1.2 reading 1.1's count in registers)."""
+    next_token, count = _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr,
+                                              backup_ptr, req, is_request, vocab_size, NUM_COLS)
+    last, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, req,
+                                                is_request, count)
+    return next_token, count, last, rejected
+
+
+@triton.jit
+def _fill_padding(ptr, row_stride, num_rows, start, stop, BLOCK: tl.constexpr):
+    """-1 at columns [start, stop) of rows [0, num_rows): CUDA-graph padding, in chunks dealt
+    out over every program of the grid."""
+    program = tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)
+    num_programs = tl.num_programs(0).to(tl.int64) * tl.num_programs(1)
+    for chunk_start in range(start + program * BLOCK, stop, num_programs * BLOCK):
+        column = chunk_start + tl.arange(0, BLOCK)
+        for row in range(num_rows):
+            tl.store(ptr + row * row_stride + column, tl.full((BLOCK,), -1, tl.int64),
+                     mask=column < stop)
+
+
+@triton.jit
+def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_positions_ptr,
+                 out_positions_row_stride, out_slot_mapping_ptr, out_slot_mapping_row_stride,
+                 out_seq_lens_ptr, out_seq_lens_row_stride, req, position, seq_len,
+                 max_model_len, num_steps, BLOCK_SIZE: tl.constexpr):
+    """Column req of 5.2's step outs: num_steps successive 1.5 steps from (position, seq_len)."""
+    for step in range(num_steps):
+        position, over, seq_len = _advance(position, seq_len, max_model_len)
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           position, ~over, BLOCK_SIZE)
+        tl.store(out_positions_ptr + step * out_positions_row_stride + req, position)
+        tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + req, seq_len)
+        tl.store(out_slot_mapping_ptr + step * out_slot_mapping_row_stride + req,
+                 tl.where(over, -1, slot))
+
+
+@spec_kernel
+def _prepare_eagle_round_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_token_ids_ptr,        # [T]
+    target_positions_ptr,        # [T]
+    target_slot_mapping_ptr,     # [T]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    token_indices_ptr,           # [>= R] out
+    out_input_ids_ptr,           # [>= T] out
+    out_positions_ptr,           # [>= T] out
+    out_slot_mapping_ptr,        # [>= num_input_tokens] out
+    out_step_positions_ptr,      # [>= num_steps, >= R] out, row stride step_positions_stride
+    out_step_slot_mapping_ptr,   # [>= num_steps, >= input_batch_size] out
+    out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
+    num_reqs: tl.int64, num_tokens: tl.int64, num_input_tokens: tl.int64,
+    input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
+    step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64)
+    is_request = req < num_reqs
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+
+    # The target batch one token to the left, the next token at the last accepted index.
+    first, stop, step = request_chunks(query_start,
+                                       tl.where(is_request, query_next - query_start, 0),
+                                       num_tokens, BLOCK)
+    for chunk_start in range(first, stop, step):
+        j = chunk_start + tl.arange(0, BLOCK)
+        i = query_start + j
+        owned = j < stop
+        has_successor = i + 1 < num_tokens
+        successor = tl.load(target_token_ids_ptr + i + 1, mask=owned & has_successor, other=0)
+        is_last = i == last
+        tl.store(out_input_ids_ptr + i, tl.where(is_last, next_token, successor.to(tl.int64)),
+                 mask=owned & (is_last | has_successor))
+        tl.store(out_positions_ptr + i, tl.load(target_positions_ptr + i, mask=owned),
+                 mask=owned)
+        tl.store(out_slot_mapping_ptr + i, tl.load(target_slot_mapping_ptr + i, mask=owned),
+                 mask=owned)
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, BLOCK)
+
+    if tl.program_id(1) == 0:
+        tl.store(next_token_ptr + req, next_token, mask=is_request)
+        tl.store(valid_count_ptr + req, count, mask=is_request)
+        tl.store(token_indices_ptr + req, last, mask=is_request)
+        # A discarded row with drafts may point in front of the batch: read as position 0.
+        position = tl.load(target_positions_ptr + last,
+                           mask=is_request & (last >= 0) & (last < num_tokens),
+                           other=0).to(tl.int64)
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
+                     req, position, seq_len, max_model_len, tl.where(is_request, num_steps, 0),
+                     BLOCK_SIZE)
+
+
+@spec_kernel
+def _prepare_parallel_round_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_token_ids_ptr,        # [T]
+    target_positions_ptr,        # [T]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    out_input_ids_ptr,           # [>= F] out
+    out_positions_ptr,           # [>= F] out
+    out_masked_ptr,              # [>= F] bool out
+    out_new_token_indices_ptr,   # [>= R * S] out
+    out_hidden_state_mapping_ptr,  # [>= T] out (shift only)
+    out_slot_mapping_ptr,        # [>= num_input_tokens] out
+    out_query_start_loc_ptr,     # [>= R + 1] out
+    out_seq_lens_ptr,            # [>= R] out
+    out_step_positions_ptr,      # [>= num_steps, >= R] out, row stride step_positions_stride
+    out_step_slot_mapping_ptr,   # [>= num_steps, >= input_batch_size] out
+    out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
+    num_reqs: tl.int64, num_tokens: tl.int64, num_first_pass: tl.int64,
+    num_input_tokens: tl.int64, input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_padding_slots: tl.int64, max_model_len: tl.int64, num_steps: tl.int64,
+    step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
+    step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64)
+    is_request = req < num_reqs
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    first_position = tl.load(target_positions_ptr + query_start,
+                             mask=is_request & (query_start >= 0) & (query_start < num_tokens),
+                             other=0).to(tl.int64)
+    # N: shift drops each request's first input token, so it adds S - 1 tokens, not S.
+    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+
+    # 1.3's layout with last as the query end, and 1.7's slot of every entry.
+    out_start = query_start + req * num_new
+    num_valid = last - query_start + (0 if SHIFT else 1)
+    total = tl.where(is_request, query_next - query_start + num_new, 0)
+    first, stop, step = request_chunks(out_start, total, num_first_pass, BLOCK)
+    for chunk_start in range(first, stop, step):
+        j = chunk_start + tl.arange(0, BLOCK)
+        out = out_start + j
+        owned = j < stop
+        is_input = j < num_valid
+        is_bonus = j == num_valid
+        is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
+        is_rejected = j >= num_valid + num_padding_slots
+        source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_tokens - 1)
+        input_id = tl.load(target_token_ids_ptr + source,
+                           mask=owned & is_input & (source >= 0), other=0).to(tl.int64)
+        token = tl.where(is_input, input_id,
+                         tl.where(is_bonus, next_token,
+                                  tl.where(is_masked, parallel_drafting_token_id,
+                                           padding_token_id)))
+        position = tl.where(is_rejected, 0, first_position + j)
+        keep = ~is_rejected & (position < max_model_len)
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           tl.minimum(position, max_model_len - 1), owned & keep, BLOCK_SIZE)
+        tl.store(out_input_ids_ptr + out, token, mask=owned)
+        tl.store(out_positions_ptr + out, position, mask=owned)
+        tl.store(out_masked_ptr + out, is_masked, mask=owned)
+        tl.store(out_slot_mapping_ptr + out, tl.where(keep, slot, -1), mask=owned)
+        tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
+                 mask=owned & (j >= num_valid) & (j < num_valid + num_padding_slots))
+        if SHIFT:
+            hidden = query_start + j
+            tl.store(out_hidden_state_mapping_ptr + hidden, out,
+                     mask=owned & (j < query_next - query_start) & (hidden >= 0)
+                     & (hidden < num_tokens))
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, BLOCK)
+
+    if tl.program_id(1) == 0:
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
+        tl.store(next_token_ptr + req, next_token, mask=is_request)
+        tl.store(valid_count_ptr + req, count, mask=is_request)
+        tl.store(out_query_start_loc_ptr + req, out_start, mask=is_request)
+        tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
+        is_last_row = req == tl.num_programs(0) - 1
+        batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_row, other=0)
+        tl.store(out_query_start_loc_ptr + num_reqs, batch_end.to(tl.int64) + num_reqs * num_new,
+                 mask=is_last_row)
+        # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
+        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
+                     req, first_position + last - query_start + 1, seq_len - rejected,
+                     max_model_len, tl.where(is_request, num_steps, 0), BLOCK_SIZE)
+
+
+@spec_kernel
+def _prepare_dflash_round_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_positions_ptr,        # [C]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    out_input_ids_ptr,           # [>= R * Q] out
+    out_context_positions_ptr,   # [>= C] out
+    out_query_positions_ptr,     # [>= R * Q] out
+    out_context_slot_ptr,        # [>= C] out
+    out_query_slot_ptr,          # [>= num_input_tokens] out
+    out_token_indices_ptr,       # [>= R * K] out
+    out_query_start_loc_ptr,     # [>= R + 1] out
+    out_seq_lens_ptr,            # [>= R] out
+    num_reqs: tl.int64, num_context: tl.int64, num_input_tokens: tl.int64,
+    sampled_row_stride: tl.int64, block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_speculative_tokens: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64)
+    is_request = req < num_reqs
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
+    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    num_query = num_speculative_tokens + 1
+
+    # 1.4's context tokens: their own positions, and slots in the request's blocks.
+    first, stop, step = request_chunks(context_start,
+                                       tl.where(is_request, context_end - context_start, 0),
+                                       num_context, BLOCK)
+    for chunk_start in range(first, stop, step):
+        j = chunk_start + tl.arange(0, BLOCK)
+        i = context_start + j
+        owned = j < stop
+        position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           position, owned, BLOCK_SIZE)
+        tl.store(out_context_positions_ptr + i, position, mask=owned)
+        tl.store(out_context_slot_ptr + i, slot, mask=owned)
+    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
+
+    if tl.program_id(1) == 0:
+        tl.store(next_token_ptr + req, next_token, mask=is_request)
+        tl.store(valid_count_ptr + req, count, mask=is_request)
+        tl.store(out_query_start_loc_ptr + req, req * num_query, mask=is_request)
+        tl.store(out_seq_lens_ptr + req,
+                 tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+                 + num_query, mask=is_request)
+        tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
+                 mask=req == tl.num_programs(0) - 1)
+        # 1.4's queries after the last valid position; outside the batch it reads as 0.
+        last_position = tl.load(target_positions_ptr + last,
+                                mask=is_request & (last >= 0) & (last < num_context),
+                                other=0).to(tl.int64)
+        q = tl.arange(0, BLOCK_Q)
+        is_query = q < tl.where(is_request, num_query, 0)
+        out = req * num_query + q
+        position = last_position + 1 + q
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           position, is_query, BLOCK_SIZE)
+        tl.store(out_input_ids_ptr + out, tl.where(q == 0, next_token, parallel_drafting_token_id),
+                 mask=is_query)
+        tl.store(out_query_positions_ptr + out, position, mask=is_query)
+        tl.store(out_query_slot_ptr + out, slot, mask=is_query)
+        tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
+                 mask=is_query & (q >= 1))
+
+
+_prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
+_prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PER_REQUEST_WARPS)
+_prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
+
+
+def launch_prepare_eagle_round(
+        sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
+        seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
+        out_input_ids, out_positions, out_slot_mapping, out_step_positions,
+        out_step_slot_mapping, out_step_seq_lens, vocab_size, block_size, max_model_len,
+        num_steps, num_input_tokens, input_batch_size):
+    num_reqs, num_cols = sampled_token_ids.shape
+    num_tokens = target_token_ids.shape[0]
+    _prepare_eagle_round(
+        max(num_reqs, 1),
+        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+         query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
+         seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
+         out_input_ids, out_positions, out_slot_mapping, out_step_positions,
+         out_step_slot_mapping, out_step_seq_lens, num_reqs, num_tokens, num_input_tokens,
+         input_batch_size, sampled_token_ids.stride()[0], block_table.stride()[0],
+         block_table.shape[1], vocab_size, max_model_len, num_steps,
+         out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
+         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_tokens, num_reqs))
+
+
+def launch_prepare_parallel_round(
+        sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
+        next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
+        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+        out_slot_mapping, out_query_start_loc, out_seq_lens, out_step_positions,
+        out_step_slot_mapping, out_step_seq_lens, vocab_size, padding_token_id,
+        parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids, block_size,
+        max_model_len, num_steps, num_first_pass, num_input_tokens, input_batch_size):
+    num_reqs, num_cols = sampled_token_ids.shape
+    _prepare_parallel_round(
+        max(num_reqs, 1),
+        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+         query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
+         next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
+         out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+         out_slot_mapping, out_query_start_loc, out_seq_lens, out_step_positions,
+         out_step_slot_mapping, out_step_seq_lens, num_reqs, target_token_ids.shape[0],
+         num_first_pass, num_input_tokens, input_batch_size, sampled_token_ids.stride()[0],
+         block_table.stride()[0], block_table.shape[1], vocab_size, padding_token_id,
+         parallel_drafting_token_id, num_padding_slots_per_request, max_model_len, num_steps,
+         out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
+         out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size,
+         PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_first_pass, num_reqs))
+
+
+def launch_prepare_dflash_round(
+        sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
+        valid_sampled_tokens_count, out_input_ids, out_context_positions, out_query_positions,
+        out_context_slot_mapping, out_query_slot_mapping, out_token_indices,
+        out_query_start_loc, out_seq_lens, vocab_size, parallel_drafting_token_id, block_size,
+        num_speculative_tokens, num_input_tokens):
+    num_reqs, num_cols = sampled_token_ids.shape
+    num_context = target_positions.shape[0]
+    _prepare_dflash_round(
+        max(num_reqs, 1),
+        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+         query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
+         valid_sampled_tokens_count, out_input_ids, out_context_positions,
+         out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
+         out_token_indices, out_query_start_loc, out_seq_lens, num_reqs, num_context,
+         num_input_tokens, sampled_token_ids.stride()[0], block_table.stride()[0],
+         block_table.shape[1], vocab_size, parallel_drafting_token_id, num_speculative_tokens,
+         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_context, num_reqs))

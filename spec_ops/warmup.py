@@ -1,0 +1,284 @@
+"""Compile, before serving, every kernel variant a serving loop will launch.
+
+A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
+constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
+the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
+the power of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count. The first
+launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
+milliseconds to a second, so a serving engine warms up once at startup.
+
+``warmup`` runs each op for real on tiny inputs built for the engine's configuration and
+dtypes, so that the ops' own launch code chooses the variants, not a copy of it here. On a CPU
+device it runs the CPU kernels, which compile nothing.
+"""
+
+import dataclasses
+import itertools
+import logging
+import time
+from typing import Optional
+
+import torch
+
+from ._library import KERNELS
+from ._triton._launch import compiled_variants
+
+logger = logging.getLogger(__name__)
+
+# The dtypes the reference engine passes (docs/conventions.md, Dtypes), by kind of tensor.
+PRODUCTION_DTYPES = {
+    "token_ids": torch.int32,
+    "positions": torch.int64,
+    "block_table": torch.int32,
+    "counts": torch.int32,          # seq_lens, query_start_loc, counts, indices
+    "slot_mapping": torch.int64,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Warmed:
+    """One op's warm-up: how many calls it took, the kernel variants they compiled, as
+    (kernel name, (device index, num_warps, dtypes..., constexprs...)) pairs, and the time."""
+
+    op: str
+    calls: int
+    compiled: tuple
+    seconds: float
+
+
+class _Inputs:
+    """Tiny valid inputs for one configuration: a batch of one request whose verification had
+    W - 1 drafts (W tokens). Out buffers are generously long (the ops accept longer outs)."""
+
+    def __init__(self, device, dtypes, vocab_size, block_size, num_speculative_tokens,
+                 max_model_len):
+        self.device, self.dtypes = device, dtypes
+        self.vocab_size, self.block_size = vocab_size, block_size
+        self.k, self.max_model_len = num_speculative_tokens, max_model_len
+        self.widths = sorted({1, num_speculative_tokens + 1})
+        self.out_len = 4 * (num_speculative_tokens + 2)
+        self.num_block_cols = -(-max_model_len // block_size)
+
+    def tensor(self, kind, values):
+        return torch.tensor(values, dtype=self.dtypes[kind], device=self.device)
+
+    def zeros(self, kind, *shape):
+        dtype = torch.bool if kind == "mask" else self.dtypes[kind]
+        return torch.zeros(shape, dtype=dtype, device=self.device)
+
+    def out(self, kind):
+        return self.zeros(kind, self.out_len)
+
+    def block_table(self):
+        return self.zeros("block_table", 1, self.num_block_cols)
+
+    def verified(self, width):
+        """sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+        query_start_loc for one request of ``width`` tokens, all accepted."""
+        return (self.tensor("token_ids", [[1] * width]), self.zeros("mask", 1),
+                self.tensor("token_ids", [1]), self.tensor("counts", [width - 1]),
+                self.tensor("counts", [0, width]))
+
+    def target(self, width):
+        """target_token_ids, target_positions and seq_lens of that request."""
+        return (self.tensor("token_ids", [1] * width),
+                self.tensor("positions", list(range(width))), self.tensor("counts", [width]))
+
+
+_WARMUPS = {}
+
+
+def _warms(op):
+    def register(run):
+        _WARMUPS[op] = run
+        return run
+    return register
+
+
+def _call(op, *args):
+    getattr(torch.ops.spec_ops, op)(*args)
+
+
+@_warms("eagle_prepare_next_token_padded")
+def _next_token(x, max_num_reqs):
+    for width in x.widths:
+        sampled, discard, backup, _, _ = x.verified(width)
+        _call("eagle_prepare_next_token_padded", sampled, discard, backup, x.out("token_ids"),
+              x.out("counts"), x.vocab_size)
+    return len(x.widths)
+
+
+@_warms("eagle_prepare_inputs_padded")
+def _prepare_inputs(x, max_num_reqs):
+    _, _, _, cu_num_draft_tokens, query_start_loc = x.verified(x.k + 1)
+    _call("eagle_prepare_inputs_padded", cu_num_draft_tokens, x.tensor("counts", [x.k + 1]),
+          query_start_loc, x.out("counts"), x.out("counts"))
+    return 1
+
+
+@_warms("prepare_padded_draft_inputs")
+def _padded_draft_inputs(x, max_num_reqs):
+    for width in x.widths:
+        _call("prepare_padded_draft_inputs", *x.verified(width), x.out("token_ids"),
+              x.out("counts"), x.out("counts"), x.out("counts"), x.vocab_size)
+    return len(x.widths)
+
+
+@_warms("copy_and_expand_eagle_inputs")
+def _expand(x, max_num_reqs):
+    width = x.k + 1
+    token_ids, positions, _ = x.target(width)
+    for shift in (False, True):
+        _call("copy_and_expand_eagle_inputs", token_ids, positions,
+              x.tensor("token_ids", [1]), x.out("token_ids"), x.out("positions"),
+              x.out("mask"), x.out("mask"), x.out("counts"), x.out("counts"),
+              x.tensor("counts", [0, width]), x.tensor("counts", [width - 1]), 0, 0, x.k, shift)
+    return 2
+
+
+@_warms("compute_new_slot_mapping")
+def _new_slot_mapping(x, max_num_reqs):
+    num_entries = 2 * x.k + 1       # K + 1 verified tokens and K new ones
+    _call("compute_new_slot_mapping", x.block_table(), x.tensor("counts", [0, x.k + 1]),
+          x.tensor("positions", list(range(num_entries))), x.zeros("mask", num_entries),
+          x.block_size, x.k, x.max_model_len)
+    return 1
+
+
+@_warms("copy_and_expand_dflash_inputs")
+def _dflash(x, max_num_reqs):
+    width = x.k + 1
+    _, positions, _ = x.target(width)
+    for rejected in (None, x.tensor("counts", [0])):
+        _call("copy_and_expand_dflash_inputs", x.tensor("token_ids", [1]), positions,
+              x.out("token_ids"), x.out("positions"), x.out("positions"),
+              x.out("slot_mapping"), x.out("slot_mapping"), x.out("counts"), x.block_table(),
+              x.tensor("counts", [0, width]), rejected, 0, x.block_size, x.k + 1, x.k)
+    return 2
+
+
+@_warms("eagle_step_update_slot_mapping_and_metadata")
+def _step(x, max_num_reqs):
+    _call("eagle_step_update_slot_mapping_and_metadata", x.tensor("positions", [0]),
+          x.block_table(), x.tensor("counts", [1]), x.block_size, x.max_model_len,
+          x.out("positions"), x.out("slot_mapping"))
+    return 1
+
+
+@_warms("eagle_mrope_step_update_slot_mapping_and_metadata")
+def _mrope_step(x, max_num_reqs):
+    _call("eagle_mrope_step_update_slot_mapping_and_metadata", x.zeros("positions", 3, 1),
+          x.block_table(), x.tensor("counts", [1]), x.block_size, x.max_model_len,
+          x.zeros("positions", 3, 1), x.out("slot_mapping"))
+    return 1
+
+
+@_warms("eagle_multi_step_slot_mapping")
+def _multi_step(x, max_num_reqs):
+    num_steps = max(x.k - 1, 1)     # a launch of 0 steps launches nothing
+    _call("eagle_multi_step_slot_mapping", x.tensor("positions", [0]), x.block_table(),
+          x.tensor("counts", [1]), x.block_size, x.max_model_len, num_steps,
+          x.zeros("positions", num_steps, 1), x.zeros("slot_mapping", num_steps, 1),
+          x.zeros("counts", num_steps, 1))
+    return 1
+
+
+@_warms("update_num_computed_tokens_for_batch_change")
+def _computed_tokens(x, max_num_reqs):
+    """1.6's launch depends on the row count's power of two: every power of two up to
+    max_num_reqs, and max_num_reqs itself, reach every launch a batch of up to max_num_reqs
+    rows can take."""
+    row_counts = sorted({1 << i for i in range(max_num_reqs.bit_length())} | {max_num_reqs})
+    for rows in row_counts:
+        counts = [x.zeros("counts", rows) for _ in range(5)]
+        prev_positions = torch.full((rows,), -1, dtype=x.dtypes["positions"], device=x.device)
+        _call("update_num_computed_tokens_for_batch_change", counts[0], counts[1],
+              prev_positions, counts[2], counts[3], counts[4])
+    return len(row_counts)
+
+
+def _step_outs(x, num_steps):
+    rows = max(num_steps, 1)
+    return (x.zeros("positions", rows, 1), x.zeros("slot_mapping", rows, 1),
+            x.zeros("counts", rows, 1))
+
+
+@_warms("prepare_eagle_round")
+def _eagle_round(x, max_num_reqs):
+    num_steps = x.k - 1
+    for width in x.widths:
+        token_ids, positions, seq_lens = x.target(width)
+        _call("prepare_eagle_round", *x.verified(width), token_ids, positions,
+              x.tensor("slot_mapping", list(range(width))), x.block_table(), seq_lens,
+              x.out("token_ids"), x.out("counts"), x.out("counts"), x.out("token_ids"),
+              x.out("positions"), x.out("slot_mapping"), *_step_outs(x, num_steps),
+              x.vocab_size, x.block_size, x.max_model_len, num_steps)
+    return len(x.widths)
+
+
+@_warms("prepare_parallel_round")
+def _parallel_round(x, max_num_reqs):
+    # Draft steps need S = 1 without shift (the draft model); the steps' count is no constexpr.
+    variants = list(itertools.product(x.widths, (False, True)))
+    for width, shift in variants:
+        token_ids, positions, seq_lens = x.target(width)
+        num_slots, num_steps = (x.k, 0) if shift else (1, x.k - 1)
+        _call("prepare_parallel_round", *x.verified(width), token_ids, positions,
+              x.block_table(), seq_lens, x.out("token_ids"), x.out("counts"),
+              x.out("token_ids"), x.out("positions"), x.out("mask"), x.out("counts"),
+              x.out("counts"), x.out("slot_mapping"), x.out("counts"), x.out("counts"),
+              *_step_outs(x, num_steps), x.vocab_size, 0, 0, num_slots, shift, x.block_size,
+              x.max_model_len, num_steps)
+    return len(variants)
+
+
+@_warms("prepare_dflash_round")
+def _dflash_round(x, max_num_reqs):
+    for width in x.widths:
+        _, positions, seq_lens = x.target(width)
+        _call("prepare_dflash_round", *x.verified(width), positions, x.block_table(),
+              seq_lens, x.out("token_ids"), x.out("counts"), x.out("token_ids"),
+              x.out("positions"), x.out("positions"), x.out("slot_mapping"),
+              x.out("slot_mapping"), x.out("counts"), x.out("counts"), x.out("counts"),
+              x.vocab_size, 0, x.block_size, x.k)
+    return len(x.widths)
+
+
+def warmup(device, *, vocab_size, block_size, num_speculative_tokens, max_model_len,
+           max_num_reqs, ops=None, dtypes: Optional[dict] = None):
+    """Compile every kernel variant the ops will launch for this configuration on ``device``.
+
+    ops: the op names to warm (default: every op). dtypes: tensor dtypes by kind, where the
+    engine's differ from PRODUCTION_DTYPES ("token_ids", "positions", "block_table",
+    "counts", "slot_mapping"); call warmup once per set of dtypes the engine uses.
+    Returns one Warmed per op, in the order run, and logs each. On a CPU device the ops run
+    their CPU kernels, which compile nothing.
+    """
+    device = torch.device(device)
+    if num_speculative_tokens < 1 or max_num_reqs < 1:
+        raise ValueError("spec_ops.warmup: num_speculative_tokens and max_num_reqs must be >= 1, "
+                         f"got {num_speculative_tokens} and {max_num_reqs}")
+    registered = [op for op in _WARMUPS if op in KERNELS]
+    if ops is None:
+        ops = registered
+    unknown = sorted(set(ops) - set(registered))
+    if unknown:
+        raise ValueError(f"spec_ops.warmup: unknown ops {unknown}; known: {sorted(registered)}")
+    inputs = _Inputs(device, {**PRODUCTION_DTYPES, **(dtypes or {})}, vocab_size, block_size,
+                     num_speculative_tokens, max_model_len)
+    report = []
+    for op in ops:
+        before = compiled_variants()
+        start = time.perf_counter()
+        calls = _WARMUPS[op](inputs, max_num_reqs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        compiled = tuple(sorted(compiled_variants() - before, key=repr))
+        report.append(Warmed(op, calls, compiled, seconds))
+        logger.info("spec_ops.warmup: %s: %d calls, %d kernel variants compiled, %.3f s",
+                    op, calls, len(compiled), seconds)
+    logger.info("spec_ops.warmup on %s: %d ops, %d kernel variants, %.3f s", device, len(report),
+                sum(len(warmed.compiled) for warmed in report),
+                sum(warmed.seconds for warmed in report))
+    return report

@@ -1,0 +1,112 @@
+"""spec_ops.warmup: it calls every op with valid inputs for the configuration, covers the
+kernel variants the configuration selects, and reports what it did; on a GPU, a serving loop
+after it compiles nothing."""
+
+import logging
+import sys
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import spec_ops
+from backends import HAS_CUDA
+from spec_ops._library import KERNELS
+from spec_ops._triton._launch import Launcher, compiled_variants, next_power_of_2
+
+warmup_module = sys.modules["spec_ops.warmup"]
+CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
+              max_num_reqs=300)
+
+
+class RecordOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "spec_ops":
+            self.ops.append(func._opname)
+        return func(*args, **(kwargs or {}))
+
+
+def test_warmup_calls_every_op_and_reports(caplog):
+    with caplog.at_level(logging.INFO, logger="spec_ops.warmup"), RecordOps() as recorded:
+        report = spec_ops.warmup("cpu", **CONFIG)
+    assert set(recorded.ops) == set(KERNELS)
+    assert [warmed.op for warmed in report] == list(dict.fromkeys(recorded.ops))
+    for warmed in report:
+        assert warmed.calls == recorded.ops.count(warmed.op) and warmed.seconds >= 0
+        assert warmed.compiled == ()        # CPU kernels compile nothing
+    assert len(caplog.records) == len(report) + 1
+    assert "prepare_eagle_round" in caplog.text
+
+
+def test_warmup_selects_ops_and_dtypes():
+    with RecordOps() as recorded:
+        report = spec_ops.warmup("cpu", **CONFIG, ops=["eagle_prepare_next_token_padded"],
+                                 dtypes={"token_ids": torch.int64})
+    assert recorded.ops == ["eagle_prepare_next_token_padded"] * 2 and len(report) == 1
+    with pytest.raises(ValueError, match="unknown ops"):
+        spec_ops.warmup("cpu", **CONFIG, ops=["no_such_op"])
+
+
+def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
+    """The Triton kernels (interpreted here) get the constexprs the configuration selects:
+    both widths of sampled_token_ids, both shifts, with and without rejected counts, and every
+    1.6 block a batch of up to max_num_reqs rows takes."""
+    launched = set()
+    original = Launcher.__call__
+
+    def record(self, grid, args, num_warps=None, grid_y=1):
+        launched.add((self.kernel.fn.__name__, self.constexprs(args)))
+        return original(self, grid, args, num_warps, grid_y)
+
+    monkeypatch.setattr(Launcher, "__call__", record)
+    monkeypatch.setattr(warmup_module, "_call", lambda op, *args: KERNELS[op].triton(*args))
+    config = dict(CONFIG, max_num_reqs=20)
+    spec_ops.warmup("cpu", **config)
+    kernels = {name for name, _ in launched}
+    assert len(kernels) == len(KERNELS)
+    k, block_size = config["num_speculative_tokens"], config["block_size"]
+    assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
+    assert {c[0] for n, c in launched if n == "_copy_and_expand_eagle_inputs_kernel"} == \
+        {False, True}
+    assert {c[:3] for n, c in launched if n == "_copy_and_expand_dflash_inputs_kernel"} == \
+        {(False, block_size, next_power_of_2(k + 1)), (True, block_size, next_power_of_2(k + 1))}
+    assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {(128,)}
+
+
+def test_update_num_computed_tokens_row_counts(monkeypatch):
+    """One 1.6 call per power of two of rows up to max_num_reqs, and one at max_num_reqs."""
+    rows = []
+    monkeypatch.setattr(warmup_module, "_call", lambda op, *args: rows.append(args[2].shape[0]))
+    spec_ops.warmup("cpu", **CONFIG, ops=["update_num_computed_tokens_for_batch_change"])
+    assert rows == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_a_serving_loop_compiles_nothing_after_warmup():
+    """warmup for the example engine's configuration, then the engine in every mode (fused,
+    unfused, round ops) on CUDA, and 1.6 at every batch size: no kernel variant is new."""
+    from test_example import spec_decode
+    config = spec_decode.Config()
+    num_requests = 6
+    spec_ops.warmup("cuda", vocab_size=config.vocab_size, block_size=config.block_size,
+                    num_speculative_tokens=config.num_speculative_tokens,
+                    max_model_len=config.max_model_len, max_num_reqs=num_requests)
+    before = compiled_variants()
+    assert before
+    for mode in spec_decode.MODES:
+        for fused, round_ops in ((False, False), (True, False), (False, True)):
+            spec_decode.run(mode, device="cuda", fused=fused, round_ops=round_ops,
+                            num_requests=num_requests)
+    int32 = dict(dtype=torch.int32, device="cuda")
+    for rows in range(1, num_requests + 1):
+        spec_ops.update_num_computed_tokens_for_batch_change(
+            torch.zeros(rows, **int32), torch.zeros(rows, **int32),
+            torch.full((rows,), -1, dtype=torch.int64, device="cuda"),
+            torch.zeros(rows, **int32), torch.zeros(rows, **int32), torch.zeros(rows, **int32))
+    torch.cuda.synchronize()
+    assert compiled_variants() - before == set()
