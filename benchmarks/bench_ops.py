@@ -1,6 +1,6 @@
 """Benchmark every spec_ops op against its plain-torch composition and its bare Triton launch.
 
-Each op (SPEC 1.1-1.7, 5.1, 5.2, 7.1) runs at R = 1, 64 and 1024 requests with K = 3 drafts, and the
+Each op (1.1-1.7, 5.1, 5.2, 7.1 of docs/) runs at R = 1, 64 and 1024 requests with K = 3 drafts, and the
 copy/expand ops (1.3, 1.4, 1.7) also on a prefill-sized batch of 8 x 2048 tokens, in these
 variants:
 
@@ -10,11 +10,11 @@ variants:
   fast      the launcher's cached launch of the compiled kernel alone: the op's launch path
   torch     the op as engines wrote it before fusing: a handful of torch ops
   compiled  torch.compile(dynamic=True) of the torch variant (1.6)
-  unfused   the SPEC 1 ops a fused op replaces, called back to back (5.1, 5.2)
+  unfused   the single ops a fused op replaces, called back to back (5.1, 5.2)
 
 For each: host µs per eager call (back-to-back calls, synchronized before and after a batch,
 median of repeats) and GPU µs per call inside a CUDA graph of 50 calls (median replay time by
-CUDA events, / 50). An empty Triton kernel is the floor. The targets of issues #3 and #5 are
+CUDA events, / 50). An empty Triton kernel is the floor. The targets are
 printed as PASS/FAIL with their ratios, all taken within this run; every number goes to a JSON
 file and a plot in benchmarks/results/ (and $OUT when set).
 
@@ -260,7 +260,7 @@ def _padded(num_reqs, input_batch_size):
 
 def _torch_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
                       next_token_ids, valid_sampled_tokens_count, vocab_size):
-    """The engine's form: token at column count - 1, only -1 rejected. Equals SPEC 1.1 where
+    """The engine's form: token at column count - 1, only -1 rejected. Equals 1.1 where
     the valid columns are a prefix and rejected ids are -1, as the rejection sampler writes."""
     num_reqs = sampled_token_ids.shape[0]
     valid = (sampled_token_ids != -1) & (sampled_token_ids < vocab_size)
@@ -469,12 +469,12 @@ def _step_calls(positions, block_table, seq_lens, block_size, max_model_len, num
 
 @dataclass(frozen=True)
 class Op:
-    label: str                          # SPEC section
+    label: str                          # section of docs/
     name: str                           # torch.ops.spec_ops.<name>
     inputs: Callable                    # (num_reqs, tokens_per_req, generator) -> state
     torch_fn: Callable                  # plain-torch composition, the op's arguments
     prefill: bool = False               # copy/expand op: prefill batch too, no floor target
-    unfused: Callable | None = None     # fused op: the SPEC 1 calls it replaces
+    unfused: Callable | None = None     # fused op: the single-op calls it replaces
     fused_limit: float | None = None    # target: fused <= fused_limit x unfused
     compile_torch: bool = False         # also torch.compile(dynamic=True) of torch_fn
     baseline: str | None = None         # target: graph time <= baseline_limit x this op's
@@ -728,7 +728,7 @@ def _ratio(numerator, denominator):
 
 
 def evaluate_targets(cases, floor):
-    """Every target of issues #3 and #5 as {target, label, size, ratio, limit, passed}."""
+    """Every target as {target, label, size, ratio, limit, passed}."""
     targets = []
 
     def add(target, case, ratio, limit):

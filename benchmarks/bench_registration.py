@@ -152,13 +152,17 @@ def validation_parts(name, args):
     check = getattr(validation, "check_" + name)
     parts = {"check": functools.partial(check, *args)}
     runs = ["check"]
+    matrices = None
     if "verified" in inspect.signature(check).parameters:
         known = validation.KnownLayouts.for_schema(schema)
         known.remember(args)
+        matrices = known.match(args)
         parts["layouts match"] = functools.partial(known.match, args)
         parts["check, verified"] = functools.partial(check, *args, verified=True)
-        runs = ["layouts match", "check, verified" if known.match(args) else "check"]
-    parts["overlap"] = functools.partial(validation.OverlapCheck(name, schema), args)
+        runs = ["layouts match", "check, verified" if matrices is not None else "check"]
+    # As the op runs it: a layout match tells the overlap check which tensors are 2-D.
+    parts["overlap"] = functools.partial(validation.OverlapCheck(name, schema), args,
+                                         matrices=matrices)
     return parts, [*runs, "overlap"]
 
 

@@ -1,4 +1,4 @@
-"""SPEC 1.6: correct computed-token counts after an async-scheduling batch change.
+"""1.6 (docs/ops.md): correct computed-token counts after an async-scheduling batch change.
 
 Row i reads num_computed_tokens[prev_positions[i]], which another row may write, and the
 contract is "all reads before any write". Up to ONE_PROGRAM_ROWS rows, the whole batch runs in

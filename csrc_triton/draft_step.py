@@ -1,4 +1,4 @@
-"""Autoregressive draft steps: SPEC 1.5 (one step), 5.2 (all steps in one launch) and 7.1
+"""Autoregressive draft steps: 1.5 (one step), 5.2 (all steps in one launch) and 7.1
 (one M-RoPE step, docs/mrope.md).
 
 Positions and sequence lengths advance the same way whatever token is drafted, so a step is a

@@ -1,4 +1,4 @@
-"""First draft pass over expanded requests: SPEC 1.3 (token layout) and 1.7 (slot mapping).
+"""First draft pass over expanded requests: 1.3 (token layout) and 1.7 (slot mapping).
 
 The grid is (requests, chunks): program (r, c) handles chunks c, c + C, c + 2C, ... of request
 r's outputs. C comes from shapes (about the mean request length over BLOCK), so a batch of

@@ -1,4 +1,5 @@
-"""Padded-drafter bookkeeping after verification: SPEC 1.1, 1.2 and their fusion 5.1.
+"""Padded-drafter bookkeeping after verification: 1.1, 1.2 and their fusion 5.1
+(docs/ops.md).
 
 One program handles BLOCK_R requests; every request is independent, so these are one launch of
 cdiv(R, BLOCK_R) programs.
@@ -15,7 +16,7 @@ BLOCK_R = 128
 @triton.jit
 def _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
                           rows, row_mask, vocab_size, NUM_COLS: tl.constexpr):
-    """SPEC 1.1 for a block of rows: (next token id, valid count), both int64.
+    """1.1 for a block of rows: (next token id, valid count), both int64.
 
     One pass over the K + 1 columns in registers: the last valid column seen wins.
     """
@@ -33,7 +34,7 @@ def _next_token_and_count(sampled_ptr, sampled_row_stride, discard_ptr, backup_p
 
 @triton.jit
 def _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, rows, row_mask, valid_count):
-    """SPEC 1.2 for a block of rows: (token index to sample, number rejected), both int64."""
+    """1.2 for a block of rows: (token index to sample, number rejected), both int64."""
     cu = tl.load(cu_num_draft_ptr + rows, mask=row_mask, other=0).to(tl.int64)
     cu_prev = tl.load(cu_num_draft_ptr + rows - 1, mask=row_mask & (rows > 0), other=0).to(tl.int64)
     num_drafts = cu - cu_prev

@@ -2,12 +2,13 @@
 drafting, PARD and draft models, 6.3 DFlash.
 
 No output needs a value another request produced, so each round is one grid of (request,
-chunk) programs with no barrier. Every program recomputes its request's 1.1 and 1.2 state in
-registers (one pass over the request's W sampled columns); program (r, c) writes chunks
-c, c + C, ... of request r's first-pass tokens (as in 1.3 and 1.4), and program (r, 0) alone
-writes the per-request outputs and runs the request's draft steps (5.2 for one row). The grid
-has at least one row of programs, so an empty batch still writes its padding entries: those
-are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
+chunk) programs with no barrier. Every program that needs its request's 1.1 and 1.2 state
+recomputes it in registers (one pass over the request's W sampled columns); program (r, c)
+writes chunks c, c + C, ... of request r's first-pass tokens (as in 1.3 and 1.4), and program
+(r, 0) alone writes the per-request outputs and runs the request's draft steps (5.2 for one
+row). The grid has at least one row of programs, so an empty batch still writes its padding
+entries: those are constants, dealt out chunk by chunk over all programs, each entry stored by
+exactly one.
 """
 
 import triton
@@ -277,9 +278,6 @@ def _prepare_dflash_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
-    next_token, count, last, rejected = _request_state(
-        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
     context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
     num_query = num_speculative_tokens + 1
@@ -299,7 +297,11 @@ def _prepare_dflash_round_kernel(
         tl.store(out_context_slot_ptr + i, slot, mask=owned)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
+    # Only the queries need the request's state (the context tokens are copied as they are).
     if tl.program_id(1) == 0:
+        next_token, count, last, rejected = _request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
         tl.store(next_token_ptr + req, next_token, mask=is_request)
         tl.store(valid_count_ptr + req, count, mask=is_request)
         tl.store(out_query_start_loc_ptr + req, req * num_query, mask=is_request)

@@ -1,7 +1,7 @@
 """spec_ops: speculative-decoding operators as ``torch.ops.spec_ops.*``.
 
 Importing the package registers every op (Triton kernel on CUDA, vectorized torch on CPU, an
-explicit fake for torch.compile and meta tensors). SPEC.md is the contract.
+explicit fake for torch.compile and meta tensors). docs/ is the contract.
 """
 
 from .computed_tokens import update_num_computed_tokens_for_batch_change

@@ -58,12 +58,13 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         return extras
 
     def cuda(*args):
-        if known.match(args):
-            extras = check(*args, verified=True)
-        else:
+        matrices = known.match(args)
+        if matrices is None:
             extras = check(*args)
             known.remember(args)
-        no_overlap(args)
+        else:
+            extras = check(*args, verified=True)
+        no_overlap(args, matrices=matrices)
         return cuda_kernel(*args, *extras)
 
     def cpu(*args):

@@ -1,4 +1,4 @@
-"""SPEC 1.6: correct computed-token counts after an async-scheduling batch change.
+"""1.6 (docs/ops.md): correct computed-token counts after an async-scheduling batch change.
 
 The op's schema, CUDA kernel (a Triton launch), CPU kernel (vectorized torch) and public
 function. The fake is in meta.py.
@@ -38,7 +38,7 @@ _update_num_computed_tokens_op = define(
 def update_num_computed_tokens_for_batch_change(num_computed_tokens, num_accepted_tokens,
                                                 prev_positions, valid_sampled_token_count,
                                                 prev_num_draft_tokens, cpu_num_computed_tokens):
-    """Correct computed-token counts after an async batch reorder (SPEC 1.6).
+    """Correct computed-token counts after an async batch reorder (docs/ops.md, 1.6).
 
     Row i with p = prev_positions[i] participates when p >= 0 (and in range) and
     prev_num_draft_tokens[p] > 0: then num_computed_tokens[i] = num_computed_tokens[p] +

@@ -1,4 +1,4 @@
-"""SPEC 1.4: DFlash first pass: context K/V slots and Q query tokens per request.
+"""1.4 (docs/ops.md): DFlash first pass: context K/V slots and Q query tokens per request.
 
 The op's schema, CUDA kernel (a Triton launch), CPU kernel (vectorized torch) and public
 function. The fake is in meta.py.
@@ -65,7 +65,7 @@ def copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_input_id
                                   out_token_indices, block_table, query_start_loc,
                                   num_rejected_tokens, parallel_drafting_token_id, block_size,
                                   num_query_per_req, num_speculative_tokens):
-    """DFlash first pass (SPEC 1.4): context tokens become K/V, Q queries per request.
+    """DFlash first pass (docs/ops.md, 1.4): context tokens become K/V, Q queries per request.
 
     Context i of request r: its position and slot(r, position). Query q of request r at
     o = r * Q + q: position last + 1 + q where last = target_positions[qsl[r + 1] - rejected[r]

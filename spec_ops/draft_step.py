@@ -1,4 +1,4 @@
-"""Autoregressive draft steps: SPEC 1.5 (one step), 5.2 (every step in one launch) and 7.1
+"""Autoregressive draft steps: 1.5 (one step), 5.2 (every step in one launch) and 7.1
 (one M-RoPE step, docs/mrope.md).
 
 Each op: its schema, the CUDA kernel (a Triton launch), the CPU kernel (vectorized torch) and
@@ -55,7 +55,7 @@ _step_op = define(
 def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens, block_size,
                                                 max_model_len, out_clamped_positions,
                                                 out_slot_mapping, input_batch_size=None):
-    """One autoregressive draft step (SPEC 1.5).
+    """One autoregressive draft step (docs/ops.md, 1.5).
 
     np = positions[r] + 1; over = np >= max_model_len. out_clamped_positions[r] = 0 if over
     else np; out_slot_mapping[r] = -1 if over else slot(r, np); seq_lens[r] =
@@ -100,10 +100,10 @@ _multi_step_op = define(
 def eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len,
                                   num_steps, out_positions, out_slot_mapping, out_seq_lens,
                                   input_batch_size=None):
-    """Every draft step's metadata in one launch (SPEC 5.2).
+    """Every draft step's metadata in one launch (docs/ops.md, 5.2).
 
     Row s of out_positions / out_slot_mapping / out_seq_lens is the state after s + 1
-    applications of SPEC 1.5 starting from (positions, seq_lens), padding rows included.
+    applications of 1.5 starting from (positions, seq_lens), padding rows included.
     positions and seq_lens are not modified.
     """
     _multi_step_op(positions, block_table, seq_lens, block_size, max_model_len, num_steps,

@@ -1,4 +1,4 @@
-"""First draft pass over expanded requests: SPEC 1.3 (token layout) and 1.7 (slot mapping).
+"""First draft pass over expanded requests: 1.3 (token layout) and 1.7 (slot mapping).
 
 Each op: its schema, the CUDA kernel (a Triton launch), the CPU kernel (vectorized torch) and
 the public function. The fakes are in meta.py.
@@ -84,7 +84,7 @@ def copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_token_
     qsl[r] + r * S: nv accepted inputs (shifted by one with shift), next_token_ids[r], S - 1
     parallel_drafting_token_id slots (masked), then the rejected tokens as padding_token_id at
     position 0. Also records the S new-token indices per request and, with shift, where every
-    input token landed. SPEC 1.3 has the table.
+    input token landed. docs/ops.md, 1.3 has the table.
     """
     _copy_and_expand_op(target_token_ids, target_positions, next_token_ids, out_input_ids,
                         out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
@@ -131,7 +131,7 @@ _new_slot_mapping_op = define(
 
 def compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                              is_rejected_token_mask, block_size, num_new_tokens, max_model_len):
-    """Slot mapping for the expanded first pass of SPEC 1.3 (SPEC 1.7), a new int64 tensor.
+    """Slot mapping for the expanded first pass of 1.3 (docs/ops.md, 1.7), a new int64 tensor.
 
     Request r owns qsl[r + 1] - qsl[r] + num_new_tokens consecutive entries of new_positions.
     Entry with position p: slot(r, min(p, max_model_len - 1)), or -1 where

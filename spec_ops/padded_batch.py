@@ -1,4 +1,5 @@
-"""Padded-drafter bookkeeping after verification: SPEC 1.1, 1.2 and their fusion 5.1.
+"""Padded-drafter bookkeeping after verification: 1.1, 1.2 and their fusion 5.1
+(docs/ops.md).
 
 Each op: its schema, the CUDA kernel (a Triton launch), the CPU kernel (vectorized torch) and
 the public function. The fakes are in meta.py.
@@ -18,7 +19,7 @@ from ._triton import (
 
 def _next_token_and_count(sampled_token_ids, discard_request_mask, backup_next_token_ids,
                           vocab_size):
-    """SPEC 1.1 on CPU tensors: (next token ids, valid counts), int64 [R]."""
+    """1.1 on CPU tensors: (next token ids, valid counts), int64 [R]."""
     tokens = sampled_token_ids.long()                                   # [R, K + 1]
     valid = (tokens >= 0) & (tokens < vocab_size)
     columns = torch.arange(tokens.shape[1])
@@ -31,7 +32,7 @@ def _next_token_and_count(sampled_token_ids, discard_request_mask, backup_next_t
 
 
 def _sample_index_and_rejected(cu_num_draft_tokens, query_start_loc, valid_count):
-    """SPEC 1.2 on CPU tensors: (token indices to sample, rejected counts), int64 [R]."""
+    """1.2 on CPU tensors: (token indices to sample, rejected counts), int64 [R]."""
     cu = cu_num_draft_tokens.long()
     num_drafts = cu - torch.cat([cu.new_zeros(1), cu[:-1]])
     rejected = torch.where(num_drafts > 0, num_drafts + 1 - valid_count.long(), 0)
@@ -58,7 +59,7 @@ _next_token_op = define(
 def eagle_prepare_next_token_padded(sampled_token_ids, discard_request_mask,
                                     backup_next_token_ids, next_token_ids,
                                     valid_sampled_tokens_count, vocab_size):
-    """Seed drafting after verification (SPEC 1.1).
+    """Seed drafting after verification (docs/ops.md, 1.1).
 
     sampled_token_ids: [R, K + 1], rejected entries -1. A column is valid when
     0 <= id < vocab_size. next_token_ids[r] = id at the highest valid column, or
@@ -90,7 +91,7 @@ _prepare_inputs_op = define(
 
 def eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                 query_start_loc, token_indices_to_sample, num_rejected_tokens):
-    """Find each request's last accepted token in the padded drafter batch (SPEC 1.2).
+    """Find each request's last accepted token in the padded drafter batch (docs/ops.md, 1.2).
 
     drafts[r] = cu[r] - cu[r - 1] (cu is an inclusive cumsum);
     rejected[r] = drafts[r] + 1 - valid[r] if drafts[r] > 0 else 0;
@@ -127,7 +128,7 @@ def prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask, backup_
                                 cu_num_draft_tokens, query_start_loc, next_token_ids,
                                 valid_sampled_tokens_count, token_indices_to_sample,
                                 num_rejected_tokens, vocab_size):
-    """SPEC 1.1 followed by 1.2 (reading 1.1's counts) in one launch (SPEC 5.1)."""
+    """1.1 followed by 1.2 (reading 1.1's counts) in one launch (docs/ops.md, 5.1)."""
     _fused_op(sampled_token_ids, discard_request_mask, backup_next_token_ids,
               cu_num_draft_tokens, query_start_loc, next_token_ids, valid_sampled_tokens_count,
               token_indices_to_sample, num_rejected_tokens, vocab_size)

@@ -1,6 +1,6 @@
-"""Plain helpers of SPEC §2 and the padding slot id of SPEC §0."""
+"""Plain helpers and the padding slot id (docs/conventions.md)."""
 
-from ._triton._launch import next_power_of_2  # noqa: F401  (the launchers' own; SPEC §2)
+from ._triton._launch import next_power_of_2  # noqa: F401  (the launchers' own)
 
 PADDING_SLOT_ID = -1
 

@@ -6,7 +6,6 @@ expected, and returns the tuple of extra sizes its kernels take after the op's o
 arguments, so those are computed in exactly one place.
 """
 
-import itertools
 import operator
 
 import torch
@@ -126,15 +125,16 @@ class KnownLayouts:
                     if isinstance(argument.type, torch.TensorType)], enabled)
 
     def match(self, args):
-        """Whether the required tensors of ``args`` match a remembered valid call's layout."""
+        """The positions of the 2-D tensors among the required tensors of ``args`` when these
+        match a remembered valid call's layout, else None."""
         guards = self.guards
         if not guards:
-            return False
+            return None
         tensors = self.tensors(args)
-        for guard in guards:
+        for guard, matrices in guards:
             if guard.check(*tensors):
-                return True
-        return False
+                return matrices
+        return None
 
     def remember(self, args):
         """Remember the layout of ``args``, which passed the full check. Tensors a guard could
@@ -150,7 +150,8 @@ class KnownLayouts:
         except (TypeError, RuntimeError):
             return
         if guard.check(*tensors):
-            self.guards = (guard, *self.guards[:self.MAX_REMEMBERED - 1])
+            matrices = tuple(k for k, t in enumerate(tensors) if t.dim() == 2)
+            self.guards = ((guard, matrices), *self.guards[:self.MAX_REMEMBERED - 1])
 
 
 _data_ptr = torch.Tensor.data_ptr
@@ -169,9 +170,9 @@ class OverlapCheck:
     that each element is the other's element of the same index), never a shifted overlap.
     Decided from metadata only.
 
-    The common case, no two arguments sharing memory, is settled with C-level iteration over
-    the tensors (a sort of their ranges and a running maximum of their ends); anything else
-    (an allowed alias, inputs sharing memory, empty tensors) takes the pairwise look.
+    The common case, no two arguments sharing memory, is settled by sorting the ranges and
+    comparing each start with the previous end; anything else (an allowed alias, inputs
+    sharing memory, empty tensors inside another's range) takes the pairwise look.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -182,30 +183,35 @@ class OverlapCheck:
             if isinstance(argument.type, torch.TensorType)
             or (isinstance(argument.type, torch.OptionalType)
                 and isinstance(argument.type.getElementType(), torch.TensorType))]
-        positions = [i for i, _, _ in self.arguments]
+        # Required tensors first, in schema order (the order KnownLayouts.match counts in).
+        required = [i for i, argument in enumerate(schema.arguments)
+                    if isinstance(argument.type, torch.TensorType)]
+        self.optional = [i for i, _, _ in self.arguments if i not in required]
+        positions = required + self.optional
         self.tensors = (operator.itemgetter(*positions) if len(positions) > 1
                         else lambda args: (args[positions[0]],))
-        self.has_optional = any(
-            isinstance(argument.type, torch.OptionalType) for argument in schema.arguments
-            if argument.name in {name for _, name, _ in self.arguments})
         self.may_alias = {frozenset(pair) for pair in may_alias}
 
-    def __call__(self, args, fake=False):
-        tensors = self.tensors(args)
-        if fake or (self.has_optional and None in tensors):
+    def __call__(self, args, fake=False, matrices=None):
+        """``matrices``: the positions of the 2-D tensors among the required ones, when known
+        (KnownLayouts.match); else read from the tensors."""
+        if fake or any(args[i] is None for i in self.optional):
             return self._pairwise(args, fake)
+        tensors = self.tensors(args)
         starts = list(map(_data_ptr, tensors))
         ends = list(map(operator.add, starts, map(_nbytes, tensors)))
-        dims = list(map(_dim, tensors))
-        if 2 in dims:           # a row-strided view spans its row stride
-            for k, t in enumerate(tensors):
-                if dims[k] == 2 and ends[k] != starts[k]:
-                    rows, cols = t.shape
-                    ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
-        spans = sorted(zip(starts, ends))
-        reach = itertools.accumulate(map(operator.itemgetter(1), spans), max)
-        if not all(map(operator.le, reach, map(operator.itemgetter(0), spans[1:]))):
-            self._pairwise(args, fake)
+        if matrices is None:
+            matrices = [k for k, dim in enumerate(map(_dim, tensors)) if dim == 2]
+        for k in matrices:          # a row-strided view spans its row stride
+            t = tensors[k]
+            rows, cols = t.shape
+            if rows and cols:
+                ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
+        reach = 0
+        for start, end in sorted(zip(starts, ends)):
+            if start < reach:
+                return self._pairwise(args, fake)
+            reach = end             # no overlap so far, so ends only grow
 
     def _pairwise(self, args, fake):
         spans = []          # (first byte, one past the last byte, written, name, row stride)
@@ -262,7 +268,7 @@ def _check_next_token_args(op, sampled_token_ids, discard_request_mask, backup_n
 
 def _check_prepare_inputs_args(op, num_reqs, device, query_start_loc, token_indices_to_sample,
                                num_rejected_tokens):
-    """SPEC 1.2's arguments other than cu_num_draft_tokens and valid_sampled_tokens_count."""
+    """1.2's arguments other than cu_num_draft_tokens and valid_sampled_tokens_count."""
     vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
     vector(op, "token_indices_to_sample", token_indices_to_sample, device, num_reqs,
            "num_reqs")
@@ -483,7 +489,7 @@ def check_update_num_computed_tokens_for_batch_change(num_computed_tokens, num_a
 
 
 def empty_slot_mapping(new_positions):
-    """The result of SPEC 1.7, before it is written: int64, shaped like new_positions."""
+    """The result of 1.7, before it is written: int64, shaped like new_positions."""
     return torch.empty_like(new_positions, dtype=torch.int64)
 
 

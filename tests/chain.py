@@ -1,4 +1,4 @@
-"""One engine step chained through spec_ops, as a serving loop runs it (SPEC §4):
+"""One engine step chained through spec_ops, as a serving loop runs it (docs/metadata.md):
 next token -> prepare inputs padded -> copy/expand (parallel drafting) -> new slot mapping ->
 extend_all_queries_by_N, then the draft decode loop of K step ops."""
 

@@ -1,4 +1,4 @@
-"""SPEC §1 and §5 as plain Python loops over lists: the slow, obviously-right reference.
+"""The contract (docs/) as plain Python loops over lists: the slow, obviously-right reference.
 
 ``REFERENCES[op](*args)`` takes the op's arguments (CPU tensors), never modifies them, and
 returns the expected final value of every tensor the op writes (as lists, whole buffers,
@@ -101,7 +101,7 @@ def copy_and_expand_dflash_inputs(next_ids, positions, out_ids, out_context_posi
 
 
 def _step(table, position, seq_len, row, block_size, max_model_len):
-    """One application of SPEC 1.5 to one row: (clamped position, slot, seq_len)."""
+    """One application of 1.5 to one row: (clamped position, slot, seq_len)."""
     next_position = position + 1
     over = next_position >= max_model_len
     clamped = 0 if over else next_position

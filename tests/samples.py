@@ -283,7 +283,7 @@ def sample_new_slot_mapping(rng, num_reqs):
     for length in lengths:
         start = rng.randint(0, max_model_len + 2)
         positions += range(start, start + length + num_new)
-    first = pick(rng, (0, 0, 5), 0)                 # SPEC 1.7 counts entries from qsl[0]
+    first = pick(rng, (0, 0, 5), 0)                 # 1.7 counts entries from qsl[0]
     return (block_table(rng, num_reqs, max_model_len, block_size),
             query_start_loc(rng, lengths, first), ints(rng, positions).reshape(-1),
             torch.tensor([rng.random() < 0.3 for _ in positions], dtype=torch.bool),

@@ -1,4 +1,4 @@
-"""SPEC §5: each fused op equals the SPEC §1 ops it replaces, run in sequence through the real
+"""5.1 and 5.2: each fused op equals the ops it replaces, run in sequence through the real
 ops, on random valid inputs, on the CPU kernels and the Triton kernels."""
 
 import pytest

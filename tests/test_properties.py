@@ -1,5 +1,5 @@
 """On random valid inputs: the Triton kernel == the CPU kernel == the loop reference of
-SPEC, bit for bit, over whole out buffers (so untouched regions must stay poisoned)."""
+the contract, bit for bit, over whole out buffers (so untouched regions must stay poisoned)."""
 
 import pytest
 import torch

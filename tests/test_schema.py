@@ -1,5 +1,5 @@
-"""Every op's registered schema, pinned (SPEC §1 and §5: names, order, what is written).
-Regenerate deliberately with EXPECTTEST_ACCEPT=1 after a SPEC change."""
+"""Every op's registered schema, pinned (docs/: names, order, what is written).
+Regenerate deliberately with EXPECTTEST_ACCEPT=1 after a contract change."""
 
 import pytest
 import torch

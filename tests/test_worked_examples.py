@@ -1,4 +1,4 @@
-"""SPEC's worked examples, on the CPU kernel and the Triton kernel, plus the edge cases SPEC
+"""The worked examples of docs/, on the CPU kernel and the Triton kernel, plus the edge cases docs/
 calls out: the empty batch, positions aliasing out_clamped_positions, meta tensors."""
 
 import pytest
@@ -66,7 +66,7 @@ EXAMPLES = {
             (t([100, 200, 300, 400]), t([1, 1, 1]), t([2, 0, -1]), t([3, 1, 2]),
              t([3, 0, 3, 0]), t([1000, 2000, 3000])),
             [[302, 103, 3000, 400], [2, 3, 1]]),
-    # 1.7 and §5 have no worked example in SPEC; these follow from its formulas.
+    # Examples for 1.7, 5.1 and 5.2 that follow from their formulas.
     "1.7": ("compute_new_slot_mapping",
             (t([[1, 2, 0], [3, 4, 5]]), t([0, 2, 3]), t([3, 4, 5, 6, 9, 10, 11], I64),
              t([0, 0, 0, 1, 0, 0, 0], torch.bool), 4, 2, 11),
