@@ -1,4 +1,5 @@
-"""1.4 (docs/ops.md): DFlash first pass. Context tokens only become K/V; each request gets Q queries.
+"""1.4 (docs/ops.md): DFlash first pass. Context tokens only become K/V; each request gets Q
+queries.
 
 The grid is (requests, C + 1): program (r, c < C) writes chunks c, c + C, ... of request r's
 context tokens, and program (r, C) writes request r's Q query tokens. Giving the queries a

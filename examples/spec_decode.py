@@ -8,14 +8,14 @@ engine step:
   1. verify: the target reads, per request, its last token and its K drafts (or a chunk of its
      prompt); greedy acceptance keeps the drafts that match the target's own argmax;
   2. spec_ops turns that result into the drafter's seeds: the next token, the index of the last
-     accepted token, the number of rejected tokens (SPEC 1.1 + 1.2, or the fused 5.1);
+     accepted token, the number of rejected tokens (1.1 + 1.2, or the fused 5.1);
   3. the drafter proposes K new drafts per request:
        eagle     chain EAGLE: a first pass over the verify batch, then K - 1 autoregressive
-                 steps (SPEC 1.5 per step, or 5.2 for every step at once);
+                 steps (1.5 per step, or 5.2 for every step at once);
        parallel  parallel drafting: one pass with K - 1 mask tokens per request
-                 (SPEC 1.3 + 1.7 + extend_all_queries_by_N);
+                 (1.3 + 1.7 + extend_all_queries_by_N);
        dflash    DFlash-style: the target's hidden states become the drafter's K/V, then one
-                 pass of K + 1 query tokens per request (SPEC 1.4 + dflash_query_metadata).
+                 pass of K + 1 query tokens per request (1.4 + dflash_query_metadata).
        eagle-mrope  chain EAGLE on requests whose prompts carry an image: the models rotate by
                  M-RoPE positions (temporal, height, width), which after the image trail the
                  token index, so each draft step is docs/mrope.md's 7.1 (slots from the index).
@@ -492,7 +492,7 @@ class VerifyBatch:
 
 @dataclasses.dataclass
 class DrafterSeeds:
-    """What SPEC 1.1 + 1.2 (or 5.1) hand the drafter, [R] int32 each."""
+    """What 1.1 + 1.2 (or 5.1) hand the drafter, [R] int32 each."""
 
     next_token_ids: torch.Tensor           # the token after each request's last accepted one
     token_indices_to_sample: torch.Tensor  # that last accepted token's index in the batch
@@ -527,7 +527,7 @@ class ChainEagleProposer:
     replaced by its successor, so the target's hidden state at p meets the token at p + 1.
     Rejected tokens stay in; their K/V land beyond the decode seq_lens and are overwritten by
     later passes. The first draft is read at token_indices_to_sample. Each further step:
-    SPEC 1.5 moves every request one position on (or 5.2 has computed every step's positions,
+    1.5 moves every request one position on (or 5.2 has computed every step's positions,
     slots and seq_lens up front); the drafter reads its last draft and its own hidden state.
     With round ops, 6.1 computes the seeds, the first pass's inputs and every step's metadata
     in one launch (propose_round).
@@ -548,13 +548,13 @@ class ChainEagleProposer:
         self.positions = torch.zeros(max_num_reqs, **int64)
         self.seq_lens = torch.zeros(max_num_reqs, dtype=torch.int32, device=device)
         self.slot_mapping = torch.zeros(max_num_reqs, **int64)
-        self.step_positions = torch.zeros(num_steps, max_num_reqs, **int64)      # SPEC 5.2 outs
+        self.step_positions = torch.zeros(num_steps, max_num_reqs, **int64)      # 5.2 outs
         self.step_slot_mapping = torch.zeros(num_steps, max_num_reqs, **int64)
         self.step_seq_lens = torch.zeros(num_steps, max_num_reqs, dtype=torch.int32,
                                          device=device)
         self.draft_token_ids = torch.zeros(max_num_reqs, config.num_speculative_tokens,
                                            dtype=torch.int32, device=device)
-        # SPEC 6.1's first-pass outs
+        # 6.1's first-pass outs
         self.token_indices_to_sample = torch.zeros(max_num_reqs, dtype=torch.int32,
                                                    device=device)
         self.first_pass_input_ids = torch.zeros(max_num_tokens, dtype=torch.int32,
@@ -581,7 +581,7 @@ class ChainEagleProposer:
         with self.timer.measure("spec_ops"):
             cad = spec_ops.draft_decode_metadata(batch.cad, self.arange,
                                                  seeds.num_rejected_tokens)
-        # seq_lens move to a persistent buffer: SPEC 1.5 updates them in place, and CUDA
+        # seq_lens move to a persistent buffer: 1.5 updates them in place, and CUDA
         # graphs read them by address.
         self.seq_lens[:num_reqs] = cad.seq_lens
         cad = cad.replace(seq_lens=self.seq_lens[:num_reqs])
@@ -614,7 +614,7 @@ class ChainEagleProposer:
 
     def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
                       valid_sampled_tokens_count):
-        """SPEC 6.1: one launch gives the seeds, the first pass's shifted input ids, positions
+        """6.1: one launch gives the seeds, the first pass's shifted input ids, positions
         and slot mapping, and every draft step's positions, slots and seq_lens (rows of the
         step outs). Each step copies its positions into the buffer its forward reads."""
         config = self.config
@@ -653,7 +653,7 @@ class ChainEagleProposer:
         return self.draft_token_ids[:num_reqs]
 
     def step_metadata(self, cad):
-        """SPEC 1.5: positions (in place), seq_lens (in place) and slot mapping of one step."""
+        """1.5: positions (in place), seq_lens (in place) and slot mapping of one step."""
         num_reqs = cad.num_reqs
         spec_ops.eagle_step_update_slot_mapping_and_metadata(
             self.positions[:num_reqs], cad.block_table_tensor, self.seq_lens[:num_reqs],
@@ -661,7 +661,7 @@ class ChainEagleProposer:
             self.slot_mapping)
 
     def all_steps_metadata(self, cad):
-        """SPEC 5.2: every step's positions, slot mapping and seq_lens in one launch."""
+        """5.2: every step's positions, slot mapping and seq_lens in one launch."""
         num_reqs = cad.num_reqs
         spec_ops.eagle_multi_step_slot_mapping(
             self.positions[:num_reqs], cad.block_table_tensor, self.seq_lens[:num_reqs],
@@ -684,10 +684,10 @@ class ChainEagleProposer:
 
 class MropeChainEagleProposer(ChainEagleProposer):
     """Chain EAGLE over requests with images: the draft steps carry M-RoPE positions [3, R]
-    and each is SPEC 7.1 (5.2 and 6.1 step 1-D positions only), whose slot comes from the
+    and each is 7.1 (5.2 and 6.1 step 1-D positions only), whose slot comes from the
     token index seq_len, not from a position.
 
-    Before each step it also runs the engines' way, SPEC 1.5 on the temporal row, and counts
+    Before each step it also runs the engines' way, 1.5 on the temporal row, and counts
     in `engines_way` (on the device) the drafts whose slot would differ from 7.1's and those
     whose slot already holds an earlier token's K/V.
     """
@@ -713,7 +713,7 @@ class MropeChainEagleProposer(ChainEagleProposer):
         return self.draft_token_ids[:num_reqs]
 
     def step_metadata(self, cad):
-        """SPEC 7.1: M-RoPE positions (in place), seq_lens (in place) and slot mapping."""
+        """7.1: M-RoPE positions (in place), seq_lens (in place) and slot mapping."""
         num_reqs = cad.num_reqs
         positions = self.positions[:, :num_reqs]
         spec_ops.eagle_mrope_step_update_slot_mapping_and_metadata(
@@ -744,9 +744,9 @@ class MropeChainEagleProposer(ChainEagleProposer):
 class ParallelProposer:
     """Parallel drafting (P-EAGLE): one pass proposes all K drafts.
 
-    SPEC 1.3 lays each request out as its accepted tokens shifted by one, the next token, then
+    1.3 lays each request out as its accepted tokens shifted by one, the next token, then
     K - 1 mask tokens at the following positions, then its rejected tokens as padding (slot
-    -1, via SPEC 1.7). The target's hidden states follow their tokens; mask slots read the
+    -1, via 1.7). The target's hidden states follow their tokens; mask slots read the
     drafter's mask_hidden. The drafts are read at the next token and at every mask. With round
     ops, 6.2 does all of it, and the seeds, in one launch (propose_round).
     """
@@ -765,7 +765,7 @@ class ParallelProposer:
                                              device=device)
         self.hidden_state_mapping = torch.zeros(max_num_tokens, dtype=torch.int32,
                                                 device=device)
-        # SPEC 6.2's own outs: the metadata fields it computes; no draft steps (empty).
+        # 6.2's own outs: the metadata fields it computes; no draft steps (empty).
         self.slot_mapping = torch.zeros(max_num_outputs, dtype=torch.int64, device=device)
         self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)
         self.seq_lens = torch.zeros(max_num_reqs, dtype=torch.int32, device=device)
@@ -797,7 +797,7 @@ class ParallelProposer:
 
     def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
                       valid_sampled_tokens_count):
-        """SPEC 6.2 with shift and S = K: the seeds, 1.3's layout, 1.7's slot mapping and the
+        """6.2 with shift and S = K: the seeds, 1.3's layout, 1.7's slot mapping and the
         extended query_start_loc and seq_lens, in one launch."""
         config = self.config
         num_slots = config.num_speculative_tokens
@@ -834,7 +834,7 @@ class ParallelProposer:
 
 
 class DFlashProposer:
-    """DFlash-style drafting: SPEC 1.4 gives the context's slots (the target's hidden states
+    """DFlash-style drafting: 1.4 gives the context's slots (the target's hidden states
     become the drafter's K/V at the verified positions) and K + 1 queries per request, [next
     token, mask, ...] right after each request's last accepted token; the drafts are read at
     the masks. The query block attends both ways (causal=False). With round ops, 6.3 does the
@@ -852,7 +852,7 @@ class DFlashProposer:
         self.query_slot_mapping = torch.zeros(num_queries, **int64)
         self.token_indices = torch.zeros(max_num_reqs * config.num_speculative_tokens,
                                          dtype=torch.int32, device=device)
-        # SPEC 6.3's own outs: the query pass's query_start_loc and seq_lens
+        # 6.3's own outs: the query pass's query_start_loc and seq_lens
         self.query_start_loc = torch.zeros(max_num_reqs + 1, dtype=torch.int32, device=device)
         self.seq_lens = torch.zeros(max_num_reqs, dtype=torch.int32, device=device)
 
@@ -875,7 +875,7 @@ class DFlashProposer:
 
     def propose_round(self, batch, target_hidden, sampled_token_ids, next_token_ids,
                       valid_sampled_tokens_count):
-        """SPEC 6.3: the seeds, 1.4's context and query layout, and the query pass's
+        """6.3: the seeds, 1.4's context and query layout, and the query pass's
         query_start_loc and seq_lens, in one launch."""
         config = self.config
         num_drafts = config.num_speculative_tokens
@@ -946,7 +946,7 @@ class Engine:
         else:
             self.proposer = DFlashProposer(drafters["dflash"], draft_cache, config, self.timer,
                                            max_num_reqs, max_num_tokens, device)
-        # SPEC 1.1 / 1.2 outputs, persistent (the ops write the first R entries)
+        # 1.1 / 1.2 outputs, persistent (the ops write the first R entries)
         int32 = dict(dtype=torch.int32, device=device)
         self.next_token_ids = torch.zeros(max_num_reqs, **int32)
         self.valid_sampled_tokens_count = torch.zeros(max_num_reqs, **int32)
@@ -1034,7 +1034,7 @@ class Engine:
             query_lens.append(len(query))
             seq_lens.append(seq_len)
             num_draft_tokens.append(len(drafts))
-            # A partial prefill keeps no sampled token: SPEC 1.1 seeds the drafter with its
+            # A partial prefill keeps no sampled token: 1.1 seeds the drafter with its
             # backup, the next prompt token. Other rows always sample one; their backup is moot.
             discard.append(seq_len < len(request.prompt))
             backup.append(tokens[seq_len] if seq_len < len(tokens) else tokens[-1])
@@ -1191,7 +1191,7 @@ class RunResult:
 def run(mode, device="cpu", fused=False, num_requests=6, seed=0, progress=False,
         config=Config(), round_ops=False):
     """Speculative decoding of `num_requests` seeded requests in `mode`, and its reference;
-    with `round_ops`, each round's bookkeeping is the mode's round op (SPEC 6.1 - 6.3)."""
+    with `round_ops`, each round's bookkeeping is the mode's round op (6.1 - 6.3)."""
     device = torch.device(device)
     target, drafters = build_models(config, seed, device)
     num_blocks = num_requests * -(-config.max_model_len // config.block_size)
@@ -1232,9 +1232,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=MODES + (MROPE_MODE, "all"), default="all")
     parser.add_argument("--fused", action="store_true",
-                        help="SPEC 5.1 instead of 1.1 + 1.2, and 5.2 instead of 1.5 per step")
+                        help="5.1 instead of 1.1 + 1.2, and 5.2 instead of 1.5 per step")
     parser.add_argument("--round-ops", action="store_true",
-                        help="one round op per round (SPEC 6.1 - 6.3) instead of the separate "
+                        help="one round op per round (6.1 - 6.3) instead of the separate "
                              "ops")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-requests", type=int, default=6)

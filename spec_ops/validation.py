@@ -527,12 +527,13 @@ def parallel_round_sizes(target_token_ids, num_reqs, num_padding_slots_per_reque
 
 def _check_round_inputs(op, sampled_token_ids, discard_request_mask, backup_next_token_ids,
                         cu_num_draft_tokens, query_start_loc, block_table, seq_lens,
-                        next_token_ids, valid_sampled_tokens_count, vocab_size, block_size):
+                        next_token_ids, valid_sampled_tokens_count, vocab_size, block_size,
+                        verified):
     """6.0's inputs from verification and the 1.1 outs; returns (num_reqs, device)."""
     at_least(op, "block_size", block_size, 1)
     num_reqs, device = _check_next_token_args(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
-        valid_sampled_tokens_count, vocab_size)
+        valid_sampled_tokens_count, vocab_size, verified)
     vector(op, "cu_num_draft_tokens", cu_num_draft_tokens, device, num_reqs, "num_reqs", EXACT)
     vector(op, "query_start_loc", query_start_loc, device, num_reqs + 1, "num_reqs + 1", EXACT)
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
@@ -572,12 +573,13 @@ def check_prepare_eagle_round(sampled_token_ids, discard_request_mask, backup_ne
                               token_indices_to_sample, out_input_ids, out_positions,
                               out_slot_mapping, out_step_positions, out_step_slot_mapping,
                               out_step_seq_lens, vocab_size, block_size, max_model_len,
-                              num_steps, num_input_tokens=None, input_batch_size=None):
+                              num_steps, num_input_tokens=None, input_batch_size=None, *,
+                              verified=False):
     op = "prepare_eagle_round"
     num_reqs, device = _check_round_inputs(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
-        vocab_size, block_size)
+        vocab_size, block_size, verified)
     num_tokens = vector(op, "target_token_ids", target_token_ids, device, 0, "")
     vector(op, "target_positions", target_positions, device, num_tokens,
            "target_token_ids.shape[0]", EXACT)
@@ -605,7 +607,7 @@ def check_prepare_parallel_round(sampled_token_ids, discard_request_mask,
                                  padding_token_id, parallel_drafting_token_id,
                                  num_padding_slots_per_request, shift_input_ids, block_size,
                                  max_model_len, num_steps, num_input_tokens=None,
-                                 input_batch_size=None):
+                                 input_batch_size=None, *, verified=False):
     op = "prepare_parallel_round"
     slots = num_padding_slots_per_request
     at_least(op, "num_padding_slots_per_request", slots, 1)
@@ -618,7 +620,7 @@ def check_prepare_parallel_round(sampled_token_ids, discard_request_mask,
     num_reqs, device = _check_round_inputs(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
-        vocab_size, block_size)
+        vocab_size, block_size, verified)
     num_tokens = vector(op, "target_token_ids", target_token_ids, device, 0, "")
     vector(op, "target_positions", target_positions, device, num_tokens,
            "target_token_ids.shape[0]", EXACT)
@@ -650,13 +652,13 @@ def check_prepare_dflash_round(sampled_token_ids, discard_request_mask, backup_n
                                out_context_slot_mapping, out_query_slot_mapping,
                                out_token_indices, out_query_start_loc, out_seq_lens, vocab_size,
                                parallel_drafting_token_id, block_size, num_speculative_tokens,
-                               num_input_tokens=None):
+                               num_input_tokens=None, *, verified=False):
     op = "prepare_dflash_round"
     at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)
     num_reqs, device = _check_round_inputs(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
-        vocab_size, block_size)
+        vocab_size, block_size, verified)
     num_context = vector(op, "target_positions", target_positions, device, 0, "")
     num_queries = num_reqs * (num_speculative_tokens + 1)
     queries = "num_reqs * (num_speculative_tokens + 1)"

@@ -70,7 +70,7 @@ def test_fused_ops_draft_the_same_tokens(results, mode):
 
 @pytest.fixture(scope="module")
 def round_results():
-    """One run per mode with the round ops (SPEC 6.1 - 6.3)."""
+    """One run per mode with the round ops (6.1 - 6.3)."""
     return {mode: spec_decode.run(mode, round_ops=True, num_requests=NUM_REQUESTS)
             for mode in spec_decode.MODES}
 

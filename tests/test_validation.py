@@ -270,7 +270,7 @@ def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, oth
                                                           backend):
     """Written tensors that overlap any other argument are rejected naming both, before any
     launch; overlap is decided from memory ranges, so the very same tensor, a view into the
-    same buffer, and a shifted overlap all count (except the contract's allowed same-tensor aliases)."""
+    same buffer, and a shifted overlap all count (except the contract's allowed aliases)."""
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     first, second = args[written], args[other]
     allowed = (op, name, other_name) in ALLOWED_ALIASES
