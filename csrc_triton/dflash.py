@@ -28,7 +28,7 @@ DECODE_BLOCK = 128     # lanes per program without a query program (the layout m
 
 
 @triton.jit
-def _context_chunks(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+def write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
                     block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
                     context_end, num_context, chunk, num_context_programs,
                     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
@@ -49,20 +49,12 @@ def _context_chunks(target_positions_ptr, out_context_positions_ptr, out_context
 
 
 @triton.jit
-def _queries(next_token_ids_ptr, target_positions_ptr, out_input_ids_ptr,
-             out_query_positions_ptr, out_query_slot_ptr, out_token_indices_ptr,
-             block_table_ptr, block_table_row_stride, num_block_cols, num_rejected_ptr, req,
-             context_end, num_context, parallel_drafting_token_id, num_query_per_req,
-             num_speculative_tokens, HAS_REJECTED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-             BLOCK_Q: tl.constexpr):
-    """Query tokens r * Q + q: [next token, mask, mask, ...] after the last valid position."""
-    valid_end = context_end
-    if HAS_REJECTED:
-        valid_end -= tl.load(num_rejected_ptr + req).to(tl.int64)
-    last_position = tl.load(target_positions_ptr + valid_end - 1,
-                            mask=(valid_end >= 1) & (valid_end <= num_context),
-                            other=0).to(tl.int64)
-    next_token = tl.load(next_token_ids_ptr + req).to(tl.int64)
+def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+                  req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
+                  num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Request req's query tokens r * Q + q: [next token, mask, mask, ...] at the positions
+    after last_position (none when num_query_per_req is 0)."""
     q = tl.arange(0, BLOCK_Q)
     is_query = q < num_query_per_req
     out = req * num_query_per_req + q
@@ -104,16 +96,23 @@ def _copy_and_expand_dflash_inputs_kernel(
     # QUERY_PROGRAM: the last program column writes the queries, the others the context.
     num_context_programs = tl.num_programs(1).to(tl.int64) - (1 if QUERY_PROGRAM else 0)
     if chunk < num_context_programs:
-        _context_chunks(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+        write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
                         block_table_ptr, block_table_row_stride, num_block_cols, req,
                         context_start, context_end, num_context, chunk, num_context_programs,
                         BLOCK_SIZE, BLOCK)
     if chunk == (num_context_programs if QUERY_PROGRAM else 0):
-        _queries(next_token_ids_ptr, target_positions_ptr, out_input_ids_ptr,
-                 out_query_positions_ptr, out_query_slot_ptr, out_token_indices_ptr,
-                 block_table_ptr, block_table_row_stride, num_block_cols, num_rejected_ptr, req,
-                 context_end, num_context, parallel_drafting_token_id, num_query_per_req,
-                 num_speculative_tokens, HAS_REJECTED, BLOCK_SIZE, BLOCK_Q)
+        valid_end = context_end
+        if HAS_REJECTED:
+            valid_end -= tl.load(num_rejected_ptr + req).to(tl.int64)
+        last_position = tl.load(target_positions_ptr + valid_end - 1,
+                                mask=(valid_end >= 1) & (valid_end <= num_context),
+                                other=0).to(tl.int64)
+        next_token = tl.load(next_token_ids_ptr + req).to(tl.int64)
+        write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                      out_token_indices_ptr, block_table_ptr, block_table_row_stride,
+                      num_block_cols, req, next_token, last_position,
+                      parallel_drafting_token_id, num_query_per_req, num_speculative_tokens,
+                      BLOCK_SIZE, BLOCK_Q)
 
 
 _copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,

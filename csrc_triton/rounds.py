@@ -24,6 +24,7 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
+from .dflash import write_context, write_queries
 from .draft_step import _advance
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 
@@ -283,18 +284,11 @@ def _prepare_dflash_round_kernel(
     num_query = num_speculative_tokens + 1
 
     # 1.4's context tokens: their own positions, and slots in the request's blocks.
-    first, stop, step = request_chunks(context_start,
-                                       tl.where(is_request, context_end - context_start, 0),
-                                       num_context, BLOCK)
-    for chunk_start in range(first, stop, step):
-        j = chunk_start + tl.arange(0, BLOCK)
-        i = context_start + j
-        owned = j < stop
-        position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           position, owned, BLOCK_SIZE)
-        tl.store(out_context_positions_ptr + i, position, mask=owned)
-        tl.store(out_context_slot_ptr + i, slot, mask=owned)
+    write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                  block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
+                  tl.where(is_request, context_end, context_start), num_context,
+                  tl.program_id(1).to(tl.int64), tl.num_programs(1).to(tl.int64),
+                  BLOCK_SIZE, BLOCK)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
     # Only the queries need the request's state (the context tokens are copied as they are).
@@ -314,18 +308,11 @@ def _prepare_dflash_round_kernel(
         last_position = tl.load(target_positions_ptr + last,
                                 mask=is_request & (last >= 0) & (last < num_context),
                                 other=0).to(tl.int64)
-        q = tl.arange(0, BLOCK_Q)
-        is_query = q < tl.where(is_request, num_query, 0)
-        out = req * num_query + q
-        position = last_position + 1 + q
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           position, is_query, BLOCK_SIZE)
-        tl.store(out_input_ids_ptr + out, tl.where(q == 0, next_token, parallel_drafting_token_id),
-                 mask=is_query)
-        tl.store(out_query_positions_ptr + out, position, mask=is_query)
-        tl.store(out_query_slot_ptr + out, slot, mask=is_query)
-        tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
-                 mask=is_query & (q >= 1))
+        write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                      out_token_indices_ptr, block_table_ptr, block_table_row_stride,
+                      num_block_cols, req, next_token, last_position,
+                      parallel_drafting_token_id, tl.where(is_request, num_query, 0),
+                      num_speculative_tokens, BLOCK_SIZE, BLOCK_Q)
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)

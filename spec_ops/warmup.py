@@ -2,7 +2,8 @@
 
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
-the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
+the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts
+and whether its requests are long enough for a query program of their own,
 the power of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
 milliseconds to a second, so a serving engine warms up once at startup.
@@ -21,7 +22,7 @@ from typing import Optional
 import torch
 
 from ._library import KERNELS
-from ._triton._launch import compiled_variants
+from ._triton._launch import PER_REQUEST_BLOCK, compiled_variants
 
 logger = logging.getLogger(__name__)
 
@@ -147,14 +148,19 @@ def _new_slot_mapping(x, max_num_reqs):
 
 @_warms("copy_and_expand_dflash_inputs")
 def _dflash(x, max_num_reqs):
-    width = x.k + 1
-    _, positions, _ = x.target(width)
-    for rejected in (None, x.tensor("counts", [0])):
-        _call("copy_and_expand_dflash_inputs", x.tensor("token_ids", [1]), positions,
-              x.out("token_ids"), x.out("positions"), x.out("positions"),
-              x.out("slot_mapping"), x.out("slot_mapping"), x.out("counts"), x.block_table(),
-              x.tensor("counts", [0, width]), rejected, 0, x.block_size, x.k + 1, x.k)
-    return 2
+    # A decode-sized request, and one long enough for the layout longer requests get (a query
+    # program of its own: csrc_triton/dflash.py).
+    calls = 0
+    for num_context in (x.k + 1, PER_REQUEST_BLOCK + 1):
+        positions = x.tensor("positions", list(range(num_context)))
+        for rejected in (None, x.tensor("counts", [0])):
+            _call("copy_and_expand_dflash_inputs", x.tensor("token_ids", [1]), positions,
+                  x.out("token_ids"), x.zeros("positions", num_context), x.out("positions"),
+                  x.zeros("slot_mapping", num_context), x.out("slot_mapping"),
+                  x.out("counts"), x.block_table(), x.tensor("counts", [0, num_context]),
+                  rejected, 0, x.block_size, x.k + 1, x.k)
+            calls += 1
+    return calls
 
 
 @_warms("eagle_step_update_slot_mapping_and_metadata")

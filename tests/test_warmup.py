@@ -2,6 +2,7 @@
 kernel variants the configuration selects, and reports what it did; on a GPU, a serving loop
 after it compiles nothing."""
 
+import itertools
 import logging
 import sys
 
@@ -72,8 +73,10 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     assert {c[0] for n, c in launched if n == "_copy_and_expand_eagle_inputs_kernel"} == \
         {False, True}
-    assert {c[:3] for n, c in launched if n == "_copy_and_expand_dflash_inputs_kernel"} == \
-        {(False, block_size, next_power_of_2(k + 1)), (True, block_size, next_power_of_2(k + 1))}
+    dflash = {c for n, c in launched if n == "_copy_and_expand_dflash_inputs_kernel"}
+    # (HAS_REJECTED, QUERY_PROGRAM): with and without rejected counts, short and long requests.
+    assert {c[:2] for c in dflash} == set(itertools.product((False, True), repeat=2))
+    assert {c[2:4] for c in dflash} == {(block_size, next_power_of_2(k + 1))}
     assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {(128,)}
 
 
