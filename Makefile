@@ -17,7 +17,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?= -q
 ARGS ?=
-FLOOR = torch==2.11.0 triton==3.6.0 'numpy<2.4'
+FLOOR = torch==2.11.0 triton==3.6.0 numpy~=2.3.0
 
 .PHONY: venv test example test-floor
 

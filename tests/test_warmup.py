@@ -53,9 +53,10 @@ def test_warmup_selects_ops_and_dtypes():
 
 
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
-    """The Triton kernels (interpreted here) get the constexprs the configuration selects:
-    both widths of sampled_token_ids, both shifts, with and without rejected counts, and every
-    1.6 block a batch of up to max_num_reqs rows takes."""
+    """The Triton kernels (compiled on a GPU, interpreted on CPU tensors without one) get the
+    constexprs the configuration selects: both widths of sampled_token_ids, both shifts, with
+    and without rejected counts, short and long 1.4 requests, and every 1.6 block a batch of up
+    to max_num_reqs rows takes."""
     launched = set()
     original = Launcher.__call__
 
@@ -64,9 +65,11 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
         return original(self, grid, args, num_warps, grid_y)
 
     monkeypatch.setattr(Launcher, "__call__", record)
-    monkeypatch.setattr(warmup_module, "_call", lambda op, *args: KERNELS[op].triton(*args))
+    if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
+        monkeypatch.setattr(warmup_module, "_call",
+                            lambda op, *args: KERNELS[op].triton(*args))
     config = dict(CONFIG, max_num_reqs=20)
-    spec_ops.warmup("cpu", **config)
+    spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
     assert len(kernels) == len(KERNELS)
     k, block_size = config["num_speculative_tokens"], config["block_size"]
