@@ -145,24 +145,21 @@ def launch_only(name):
 
 def validation_parts(name, args):
     """({part: fn}, [the parts a CUDA call of the op runs]): its validation built as
-    _library.define builds it. The full check; where the check has a size-only mode, the
-    match of remembered layouts and the size-only check a matching call runs instead (these
-    calls all match: their layout is remembered first); the overlap check."""
+    _library.define builds it. The full check, the match of remembered layouts and the
+    size-only check a matching call runs instead (these calls all match: their layout is
+    remembered first), the overlap check."""
     schema = _overload(name)._schema
     check = getattr(validation, "check_" + name)
-    parts = {"check": functools.partial(check, *args)}
-    runs = ["check"]
-    matrices = None
-    if "verified" in inspect.signature(check).parameters:
-        known = validation.KnownLayouts.for_schema(schema)
-        known.remember(args)
-        matrices = known.match(args)
-        parts["layouts match"] = functools.partial(known.match, args)
-        parts["check, verified"] = functools.partial(check, *args, verified=True)
-        runs = ["layouts match", "check, verified" if matrices is not None else "check"]
-    # As the op runs it: a layout match tells the overlap check which tensors are 2-D.
-    parts["overlap"] = functools.partial(validation.OverlapCheck(name, schema), args,
-                                         matrices=matrices)
+    known = validation.KnownLayouts.for_schema(schema)
+    known.remember(args)
+    matrices = known.match(args)
+    parts = {"check": functools.partial(check, *args),
+             "layouts match": functools.partial(known.match, args),
+             "check, verified": functools.partial(check, *args, verified=True),
+             # As the op runs it: a layout match tells the overlap check what is 2-D.
+             "overlap": functools.partial(validation.OverlapCheck(name, schema), args,
+                                          matrices=matrices)}
+    runs = ["layouts match", "check, verified" if matrices is not None else "check"]
     return parts, [*runs, "overlap"]
 
 

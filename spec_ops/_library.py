@@ -5,7 +5,6 @@
 torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
 """
 
-import inspect
 from typing import Callable, NamedTuple
 
 import torch
@@ -47,9 +46,7 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     LIBRARY.define(schema, tags=(torch.Tag.needs_fixed_stride_order,))
     op = getattr(torch.ops.spec_ops, name).default
     no_overlap = OverlapCheck(name, op._schema, may_alias)
-    # A check without a size-only mode takes the full check on every call.
-    known = KnownLayouts.for_schema(op._schema,
-                                    "verified" in inspect.signature(check).parameters)
+    known = KnownLayouts.for_schema(op._schema)
 
     def checked(*args, fake=False):
         """The whole check, as the fake runs it."""

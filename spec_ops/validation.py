@@ -113,16 +113,15 @@ class KnownLayouts:
 
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
 
-    def __init__(self, tensor_positions, enabled=True):
+    def __init__(self, tensor_positions):
         self.tensors = (operator.itemgetter(*tensor_positions) if len(tensor_positions) > 1
                         else lambda args: (args[tensor_positions[0]],))
-        self.enabled = enabled and TensorGuards is not None
         self.guards = ()
 
     @classmethod
-    def for_schema(cls, schema, enabled=True):
+    def for_schema(cls, schema):
         return cls([i for i, argument in enumerate(schema.arguments)
-                    if isinstance(argument.type, torch.TensorType)], enabled)
+                    if isinstance(argument.type, torch.TensorType)])
 
     def match(self, args):
         """The positions of the 2-D tensors among the required tensors of ``args`` when these
@@ -140,7 +139,7 @@ class KnownLayouts:
         """Remember the layout of ``args``, which passed the full check. Tensors a guard could
         never match again (a size-1 dim with another stride) are not remembered."""
         tensors = self.tensors(args)
-        if not self.enabled or any(t.stride()[-1] != 1 for t in tensors if t.dim()):
+        if TensorGuards is None or any(t.stride()[-1] != 1 for t in tensors if t.dim()):
             return
         try:
             guard = TensorGuards(*tensors,
