@@ -394,12 +394,15 @@ def padded_rows(positions, input_batch_size):
 
 
 def _check_step_args(op, positions, block_table, seq_lens, block_size, max_model_len,
-                     input_batch_size, verified=False):
-    """Returns (num_reqs, padded rows, device)."""
+                     input_batch_size, verified=False, mrope=False):
+    """Returns (num_reqs, padded rows, device). ``mrope``: positions are [3, R] (7.1)."""
     at_least(op, "block_size", block_size, 1)
     at_least(op, "max_model_len", max_model_len, 1)
     device = device_of(op, "positions", positions, verified)
-    num_reqs = vector(op, "positions", positions, device, 0, "")
+    if mrope:
+        num_reqs = _mrope_positions(op, "positions", positions, device, 0, "3, num_reqs")
+    else:
+        num_reqs = vector(op, "positions", positions, device, 0, "")
     padded = padded_rows(positions, input_batch_size)
     at_least(op, "input_batch_size", padded, num_reqs)
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
@@ -437,15 +440,9 @@ def check_eagle_mrope_step_update_slot_mapping_and_metadata(positions, block_tab
                                                             input_batch_size=None, *,
                                                             verified=False):
     op = "eagle_mrope_step_update_slot_mapping_and_metadata"
-    at_least(op, "block_size", block_size, 1)
-    at_least(op, "max_model_len", max_model_len, 1)
-    device = device_of(op, "positions", positions, verified)
-    num_reqs = _mrope_positions(op, "positions", positions, device, 0, "3, num_reqs")
-    padded = padded_rows(positions, input_batch_size)
-    at_least(op, "input_batch_size", padded, num_reqs)
-    matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),
-           "num_reqs, >= 1 block when num_reqs > 0")
-    vector(op, "seq_lens", seq_lens, device, num_reqs, "num_reqs")
+    num_reqs, padded, device = _check_step_args(op, positions, block_table, seq_lens,
+                                                block_size, max_model_len, input_batch_size,
+                                                verified, mrope=True)
     _mrope_positions(op, "out_positions", out_positions, device, num_reqs, "3, num_reqs")
     vector(op, "out_slot_mapping", out_slot_mapping, device, padded, "input_batch_size")
     return ()
