@@ -7,6 +7,7 @@ is bounded by the out buffer's shape-derived size as well, so a garbage query_st
 neither write out of bounds nor loop for long.
 """
 
+import triton
 import triton.language as tl
 
 from ._indexing import request_chunks, slot_lookup
@@ -18,6 +19,39 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
+
+
+@triton.jit
+def expanded_tokens(target_token_ids_ptr, j, mask, query_start, num_valid, num_padding_slots,
+                    num_input_tokens, next_token, first_position, parallel_drafting_token_id,
+                    padding_token_id, SHIFT: tl.constexpr):
+    """1.3's table for entries j of one request: (input id, position, masked, rejected)."""
+    is_input = j < num_valid
+    is_bonus = j == num_valid
+    is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
+    is_rejected = j >= num_valid + num_padding_slots
+    source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_input_tokens - 1)
+    input_id = tl.load(target_token_ids_ptr + source, mask=mask & is_input & (source >= 0),
+                       other=0).to(tl.int64)
+    token = tl.where(is_input, input_id,
+                     tl.where(is_bonus, next_token,
+                              tl.where(is_masked, parallel_drafting_token_id, padding_token_id)))
+    return token, tl.where(is_rejected, 0, first_position + j), is_masked, is_rejected
+
+
+@triton.jit
+def store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                           mask, req, query_start, query_next, num_valid, num_padding_slots,
+                           num_input_tokens, SHIFT: tl.constexpr):
+    """1.3's new-token indices (bonus first, then masks) and, with shift, where each input
+    token of the request landed."""
+    tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
+             mask=mask & (j >= num_valid) & (j < num_valid + num_padding_slots))
+    if SHIFT:
+        hidden = query_start + j
+        tl.store(out_hidden_state_mapping_ptr + hidden, out,
+                 mask=mask & (j < query_next - query_start) & (hidden >= 0)
+                 & (hidden < num_input_tokens))
 
 
 @spec_kernel
@@ -61,29 +95,17 @@ def _copy_and_expand_eagle_inputs_kernel(
         j = chunk_start + tl.arange(0, BLOCK)
         out = out_start + j
         written = (j < total) & (out >= 0) & (out < num_outputs)
-        is_input = j < num_valid
-        is_bonus = j == num_valid
-        is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
-        is_rejected = j >= num_valid + num_padding_slots
-        source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_input_tokens - 1)
-        input_id = tl.load(target_token_ids_ptr + source,
-                           mask=written & is_input & (source >= 0), other=0).to(tl.int64)
-        token = tl.where(is_input, input_id,
-                         tl.where(is_bonus, next_token,
-                                  tl.where(is_masked, parallel_drafting_token_id,
-                                           padding_token_id)))
+        token, position, is_masked, is_rejected = expanded_tokens(
+            target_token_ids_ptr, j, written, query_start, num_valid, num_padding_slots,
+            num_input_tokens, next_token, first_position, parallel_drafting_token_id,
+            padding_token_id, SHIFT)
         tl.store(out_input_ids_ptr + out, token, mask=written)
-        tl.store(out_positions_ptr + out, tl.where(is_rejected, 0, first_position + j),
-                 mask=written)
+        tl.store(out_positions_ptr + out, position, mask=written)
         tl.store(out_rejected_ptr + out, is_rejected, mask=written)
         tl.store(out_masked_ptr + out, is_masked, mask=written)
-        tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
-                 mask=written & (j >= num_valid) & (j < num_valid + num_padding_slots))
-        if SHIFT:
-            hidden = query_start + j
-            tl.store(out_hidden_state_mapping_ptr + hidden, out,
-                     mask=written & (j < query_next - query_start) & (hidden >= 0)
-                     & (hidden < num_input_tokens))
+        store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                               written, req, query_start, query_next, num_valid,
+                               num_padding_slots, num_input_tokens, SHIFT)
 
 
 @spec_kernel

@@ -26,6 +26,7 @@ from ._launch import (
 )
 from .dflash import write_context, write_queries
 from .draft_step import _advance
+from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 
 
@@ -201,18 +202,10 @@ def _prepare_parallel_round_kernel(
         j = chunk_start + tl.arange(0, BLOCK)
         out = out_start + j
         owned = j < stop
-        is_input = j < num_valid
-        is_bonus = j == num_valid
-        is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
-        is_rejected = j >= num_valid + num_padding_slots
-        source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_tokens - 1)
-        input_id = tl.load(target_token_ids_ptr + source,
-                           mask=owned & is_input & (source >= 0), other=0).to(tl.int64)
-        token = tl.where(is_input, input_id,
-                         tl.where(is_bonus, next_token,
-                                  tl.where(is_masked, parallel_drafting_token_id,
-                                           padding_token_id)))
-        position = tl.where(is_rejected, 0, first_position + j)
+        token, position, is_masked, is_rejected = expanded_tokens(
+            target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots,
+            num_tokens, next_token, first_position, parallel_drafting_token_id,
+            padding_token_id, SHIFT)
         keep = ~is_rejected & (position < max_model_len)
         slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
                            tl.minimum(position, max_model_len - 1), owned & keep, BLOCK_SIZE)
@@ -220,13 +213,9 @@ def _prepare_parallel_round_kernel(
         tl.store(out_positions_ptr + out, position, mask=owned)
         tl.store(out_masked_ptr + out, is_masked, mask=owned)
         tl.store(out_slot_mapping_ptr + out, tl.where(keep, slot, -1), mask=owned)
-        tl.store(out_new_token_indices_ptr + req * num_padding_slots + j - num_valid, out,
-                 mask=owned & (j >= num_valid) & (j < num_valid + num_padding_slots))
-        if SHIFT:
-            hidden = query_start + j
-            tl.store(out_hidden_state_mapping_ptr + hidden, out,
-                     mask=owned & (j < query_next - query_start) & (hidden >= 0)
-                     & (hidden < num_tokens))
+        store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                               owned, req, query_start, query_next, num_valid,
+                               num_padding_slots, num_tokens, SHIFT)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
     _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
                   input_batch_size, BLOCK)
