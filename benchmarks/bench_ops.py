@@ -581,13 +581,10 @@ class Launch:
 
     def fast(self):
         """The launcher's cached launch of the compiled kernel: what the op runs after its
-        check, from the second call on. Looked up under the key Launcher.__call__ builds (a
-        KeyError here means that key changed)."""
+        check, from the second call on."""
         launcher, args = self.launcher, self.args
-        tensors = args[:launcher.num_tensors]
-        key = (tensors[0].get_device(), self.num_warps, *(t.dtype for t in tensors),
-               *launcher.constexprs(args))
-        launch, grid, grid_y = launcher.launches[key], self.grid, self.grid_y
+        launch = launcher.launches[launcher.key(args, self.num_warps)]
+        grid, grid_y = self.grid, self.grid_y
         return lambda: launch(grid, grid_y, args)
 
 

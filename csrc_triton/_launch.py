@@ -134,6 +134,13 @@ class Launcher:
         self.lock = threading.Lock()
         LAUNCHERS.append(self)
 
+    def key(self, args, num_warps):
+        """What determines the compiled kernel: (device index, num_warps, every tensor's
+        dtype, the constexprs)."""
+        tensors = args[:self.num_tensors]
+        return (tensors[0].get_device(), num_warps, *map(_dtype, tensors),
+                *self.constexprs(args))
+
     def __call__(self, grid, args, num_warps=None, grid_y=1):
         if grid == 0 or grid_y == 0:
             return
@@ -141,9 +148,8 @@ class Launcher:
         if INTERPRET:
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
             return
-        tensors = args[:self.num_tensors]
-        device_index = tensors[0].get_device()
-        key = (device_index, num_warps, *map(_dtype, tensors), *self.constexprs(args))
+        key = self.key(args, num_warps)
+        device_index = key[0]
         launch = self.launches.get(key)
         if launch is not None and device_index == _current_device():
             launch(grid, grid_y, args)
@@ -179,7 +185,7 @@ class Launcher:
 
 def compiled_variants():
     """The kernel variants this process has compiled (or loaded from Triton's disk cache), as
-    (kernel name, key) pairs; key as in ``Launcher.__call__``. Empty under TRITON_INTERPRET."""
+    (kernel name, key) pairs; key as in ``Launcher.key``. Empty under TRITON_INTERPRET."""
     variants = set()
     for launcher in LAUNCHERS:
         with launcher.lock:
