@@ -6,6 +6,8 @@ variants of one op taking turns within each repeat, median of repeats: bench_ops
 
   op              torch.ops.spec_ops.<op>.default with the same arguments on every call
   op, changing    the batch size changing on every call: 8 argument sets, R = 57..64, in turn
+  fn, fn changing spec_ops.<op>, the public function (its eager entry skips the dispatcher once
+                  a call's layout is known), the same argument sets
   raw             kernel[grid](*args) of the op's kernel on the op's launch arguments, the
   raw, changing   same ones or changing alike: Triton's own launch, no check, no op
   dispatcher      the op's schema in a scratch namespace behind a kernel that does nothing
@@ -18,7 +20,8 @@ variants of one op taking turns within each repeat, median of repeats: bench_ops
   rest            op - the parts a call runs: the glue around them
 
 Target: every op's eager call at most 1.0x its raw Triton launch, with the same arguments
-and with the batch size changing (PASS/FAIL in the summary, printed last).
+and with the batch size changing (PASS/FAIL in the summary, printed last), through the public
+function and through torch.ops.
 
 Two tables for information, printed first:
 * registration routes: 1.5 at R = 64 behind torch.library.Library define/impl (what spec_ops
@@ -168,7 +171,7 @@ def per_op(no_ops):
     op of bench_ops.OPS; ``no_ops`` is the namespace of no-op kernels behind the same schemas."""
     results = {}
     for op in bench_ops.OPS:
-        fn = _overload(op.name)
+        fn, function = _overload(op.name), getattr(spec_ops, op.name)
         same = _op_args(op)
         changing = [_op_args(op, num_reqs) for num_reqs in CHANGING_SIZES]
         same_launches = recorded_launches(op.name, same)
@@ -180,6 +183,8 @@ def per_op(no_ops):
         fns = {
             "op": _in_turn([functools.partial(fn, *same)] * turns),
             "op, changing": _in_turn([functools.partial(fn, *args) for args in changing]),
+            "fn": _in_turn([functools.partial(function, *same)] * turns),
+            "fn, changing": _in_turn([functools.partial(function, *args) for args in changing]),
             "raw": _in_turn([raw_launch(same_launches)] * turns),
             "raw, changing": _in_turn([raw_launch(launches) for launches in changing_launches]),
             "dispatcher": functools.partial(_overload(op.name, no_ops), *same),
@@ -187,7 +192,7 @@ def per_op(no_ops):
             "cached launch": cached_launch(same_launches),
         }
         times = bench_ops.host_us(fns)
-        for name in ("op", "op, changing", "raw", "raw, changing"):
+        for name in ("op", "op, changing", "fn", "fn, changing", "raw", "raw, changing"):
             times[name] /= turns
         runs = ["dispatcher", *runs, "cached launch"]
         times["rest"] = times["op"] - sum(times[part] for part in runs)
@@ -198,11 +203,13 @@ def per_op(no_ops):
 
 
 def evaluate_targets(ops):
-    """[{label, variant, ratio, limit, passed}]: op <= LIMIT x raw, same and changing sizes."""
+    """[{label, variant, ratio, limit, passed}]: function and op <= LIMIT x raw, same and
+    changing sizes."""
     targets = []
     for label, row in ops.items():
         times = row["host_us"]
-        for variant, raw in (("op", "raw"), ("op, changing", "raw, changing")):
+        for variant, raw in (("fn", "raw"), ("fn, changing", "raw, changing"),
+                             ("op", "raw"), ("op, changing", "raw, changing")):
             ratio = None if SMOKE else times[variant] / times[raw]
             targets.append({"label": label, "variant": variant, "ratio": ratio, "limit": LIMIT,
                             "passed": None if ratio is None else ratio <= LIMIT})
@@ -301,7 +308,8 @@ def print_floors(floors):
                   f"{row['ratio']:>8.3f}")
 
 
-COLUMNS = {"op": "op", "op, changing": "op chg", "raw": "raw", "raw, changing": "raw chg",
+COLUMNS = {"fn": "fn", "fn, changing": "fn chg", "op": "op", "op, changing": "op chg",
+           "raw": "raw", "raw, changing": "raw chg",
            "dispatcher": "dispatch", "check": "check", "layouts match": "match",
            "check, verified": "chk verif", "overlap": "overlap", "cached launch": "launch",
            "rest": "rest"}
@@ -311,7 +319,7 @@ def print_per_op(ops):
     print(f"\nhost µs per eager call, R = {NUM_REQS} (chg: R = {CHANGING_SIZES[0]}.."
           f"{CHANGING_SIZES[-1]} in turn); the parts: dispatch(er), the full check, the match "
           f"of remembered layouts, the size-only check (chk verif), overlap, the cached launch; "
-          f"rest = op - the parts a call runs (* below)")
+          f"rest = op - the parts a call runs (* below); fn skips the dispatcher")
     print(f"{'op':<5}" + "".join(f"{short:>10}" for short in COLUMNS.values()))
     for label, row in ops.items():
         cells = [("-" if name not in row["host_us"] else
@@ -321,8 +329,10 @@ def print_per_op(ops):
 
 
 def print_summary(targets, unmeasured):
-    print(f"\n== summary: eager op <= {LIMIT:g}x raw Triton launch (host µs ratio) ==")
-    print(f"{'op':<5}{'same arguments':>18}{'changing R':>18}")
+    print(f"\n== summary: eager call <= {LIMIT:g}x raw Triton launch (host µs ratio) ==")
+    print(f"{'':<5}{'spec_ops.<op>':^36}{'torch.ops.spec_ops.<op>':^36}")
+    print(f"{'op':<5}{'same arguments':>18}{'changing R':>18}{'same arguments':>18}"
+          f"{'changing R':>18}")
     for label in dict.fromkeys(target["label"] for target in targets):
         cells = [("n/a" if t["passed"] is None else
                   f"{'PASS' if t['passed'] else 'FAIL'} {t['ratio']:.2f}")

@@ -7,12 +7,16 @@ K = 1, 3 and 7. Variants:
 
   round     torch.ops.spec_ops.<round op>.default
   sequence  the engine's sequence for the same round (tests/round_sequences.py): the helper
-            ops of docs/ops.md with the engine's torch glue in between
+            ops of docs/ops.md (torch.ops.spec_ops) with the engine's torch glue in between
+  round fn, sequence fn   the same through the public functions, spec_ops.<op> (their eager
+            entry skips the dispatcher once a call's layout is known): host µs only, the GPU
+            work being the same
 
 For each: host µs per eager round (back-to-back calls, synchronized at both ends, median of
 repeats), GPU µs per round inside a CUDA graph, and launches per round (CUDA kernels, memcpys
 and memsets a call issues, counted with torch.profiler). The targets (host <= 0.15x the
-sequence, GPU <= 0.3x the sequence, the round op's graph node <= 2x an empty kernel's) are
+sequence, through torch.ops and through the functions; GPU <= 0.3x the sequence, the round
+op's graph node <= 2x an empty kernel's) are
 printed PASS/FAIL; every number goes to a JSON file and a plot in benchmarks/results/ (and
 $OUT when set).
 
@@ -29,6 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -41,12 +46,13 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import bench_ops  # noqa: E402
 from bench_ops import (  # noqa: E402
     SMOKE, _block_table, _check, _fresh, _op_args, _out, _outputs, _padded_batch, _randint,
-    _slot, empty_kernel_floor, machine_info, measure,
+    _slot, empty_kernel_floor, host_us, machine_info, measure,
 )
 
 import matplotlib.pyplot as plt  # noqa: E402
 
 from round_sequences import SEQUENCES, cuda_launches_per_call, engine_batch  # noqa: E402
+import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS  # noqa: E402
 
 BLOCK_SIZE = bench_ops.BLOCK_SIZE
@@ -175,6 +181,11 @@ METHODS = (   # (label, round op, inputs)
 )
 
 
+# The sequences call ops.<op>.default: the public functions in that shape.
+FUNCTIONS = types.SimpleNamespace(**{
+    name: types.SimpleNamespace(default=getattr(spec_ops, name)) for name in KERNELS})
+
+
 # --- one case: a method at one (R, K) -----------------------------------------------------
 
 def bench_case(method, op, inputs, num_reqs, k):
@@ -192,6 +203,11 @@ def bench_case(method, op, inputs, num_reqs, k):
     for name, call in calls.items():
         if "error" not in times[name]:
             times[name]["launches"] = None if SMOKE else cuda_launches_per_call(call)
+    functions = {"round fn": functools.partial(getattr(spec_ops, op),
+                                               *_op_args(op, _fresh(initial))),
+                 "sequence fn": functools.partial(SEQUENCES[op], *_op_args(op, _fresh(initial)),
+                                                  ops=FUNCTIONS)}
+    times.update({name: {"host_us": us} for name, us in host_us(functions).items()})
     return {"method": method, "op": op, "num_reqs": num_reqs, "k": k, "times": times,
             "mismatches": {name: lines for name, lines in mismatches.items() if lines}}
 
@@ -213,7 +229,10 @@ def evaluate_targets(cases, floor):
                             "num_reqs": case["num_reqs"], "k": case["k"], "ratio": ratio,
                             "limit": limit, "passed": None if ratio is None else ratio <= limit})
 
-        add(f"host <= {HOST_LIMIT}x sequence",
+        add(f"host <= {HOST_LIMIT}x sequence (functions)",
+            _ratio(case["times"]["round fn"].get("host_us"),
+                   case["times"]["sequence fn"].get("host_us")), HOST_LIMIT)
+        add(f"host <= {HOST_LIMIT}x sequence (torch.ops)",
             _ratio(round_.get("host_us"), sequence.get("host_us")), HOST_LIMIT)
         add(f"GPU <= {GRAPH_LIMIT}x sequence",
             _ratio(round_.get("graph_us"), sequence.get("graph_us")), GRAPH_LIMIT)
@@ -238,7 +257,7 @@ def print_table(cases, floor):
     if floor:
         print(f"empty Triton kernel: {_number(floor['host_us'])} / {_number(floor['graph_us'])}")
     header = (f"{'method':<12}{'R':>5}{'K':>3}{'round':>22}{'sequence':>22}"
-              f"{'host x':>8}{'GPU x':>8}")
+              f"{'host x':>8}{'GPU x':>8}{'fn host':>9}{'seq fn':>8}{'fn x':>7}")
     print(header)
     print("-" * len(header))
     for case in cases:
@@ -251,9 +270,13 @@ def print_table(cases, floor):
         round_, sequence = case["times"]["round"], case["times"]["sequence"]
         host = _ratio(round_.get("host_us"), sequence.get("host_us"))
         graph = _ratio(round_.get("graph_us"), sequence.get("graph_us"))
+        function, sequence_fn = (case["times"][name].get("host_us")
+                                 for name in ("round fn", "sequence fn"))
         print(f"{case['method']:<12}{case['num_reqs']:>5}{case['k']:>3}"
               + "".join(f"{cell:>22}" for cell in cells)
-              + "".join(f"{'-' if r is None else f'{r:.2f}':>8}" for r in (host, graph)))
+              + "".join(f"{'-' if r is None else f'{r:.2f}':>8}" for r in (host, graph))
+              + f"{_number(function):>9}{_number(sequence_fn):>8}"
+              + f"{'-' if function is None else f'{_ratio(function, sequence_fn):.2f}':>7}")
 
 
 def print_summary(cases, targets):

@@ -3,13 +3,18 @@
 ``torch.library.Library`` define/impl is the cheapest registration route in eager mode (no
 ``custom_op`` wrapper layers between the dispatcher and the kernel) and still gives full
 torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
+
+``define`` returns the op's eager entry, what the public ``spec_ops.<op>`` functions call. In
+plain eager code on CUDA it runs the op's CUDA kernel (the same check, overlap check and
+launch) without the dispatcher's round trip; wherever the dispatcher would do more than call
+that kernel it calls the op (``EagerEntry``).
 """
 
 from typing import Callable, NamedTuple
 
 import torch
 
-from .validation import KnownLayouts, OverlapCheck
+from .validation import KnownLayouts, OverlapCheck, TensorGuards
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
 
@@ -17,14 +22,73 @@ LIBRARY = torch.library.Library("spec_ops", "DEF")
 class OpKernels(NamedTuple):
     """An op's two real kernels, each validating first. ``triton`` is what the CUDA dispatch
     key runs; under TRITON_INTERPRET=1 tests call it on CPU tensors to run the Triton kernel.
-    ``check(*args, fake=False)`` is the whole argument check (the fake runs it too)."""
+    ``check(*args, fake=False)`` is the whole argument check (the fake runs it too).
+    ``entry`` is the op's ``EagerEntry``, what ``spec_ops.<op>`` calls."""
 
     triton: Callable
     cpu: Callable
     check: Callable
+    entry: Callable
 
 
 KERNELS: dict = {}
+
+
+def _probe(owner, name):
+    """``owner.name`` if this torch has it, else None (the eager entry then always dispatches)."""
+    for part in name.split("."):
+        owner = getattr(owner, part, None)
+    return owner
+
+
+# What would make the dispatcher do more than call the CUDA kernel (C entry points, tens of
+# nanoseconds each): a profiler recording op ranges, torch function or dispatch modes (fake
+# tensors, functionalization, logging modes), TorchScript tracing.
+_PROBES = tuple(_probe(torch._C, name) for name in (
+    "_autograd._profiler_enabled", "_is_torch_function_mode_enabled",
+    "_len_torch_dispatch_stack", "_get_tracing_state"))
+_SHORTCUT = None not in _PROBES and TensorGuards is not None
+_profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT else (None,) * 4
+_is_compiling = torch.compiler.is_compiling
+_Tensor = torch.Tensor
+
+
+class EagerEntry:
+    """An op's eager entry: ``entry(*args)`` is ``op(*args)``, minus the dispatcher where that
+    changes nothing.
+
+    The dispatcher adds 3-8 µs per call on the way to the Python CUDA kernel (its arguments
+    converted to C++ values and back). When nothing but that kernel would run, the entry calls
+    it directly: not tracing (torch.compile, TorchScript), no profiler, no torch function or
+    dispatch mode, every required tensor matching the layout of an earlier valid CUDA call
+    (``KnownLayouts``: plain CUDA tensors with the same dispatch keys, inference-mode state,
+    dtypes and unit strides) and every optional one a plain tensor. (The dispatched op bumps no
+    version counter either: its kernel writes through Triton, not through torch ops.)
+    Anything else, and
+    every call the first time a layout is seen, goes through the dispatcher. Stateless apart
+    from the layouts' immutable tuple, so threads need no lock.
+    """
+
+    # The CUDA kernel is what a call on CUDA tensors dispatches to. Tests that run the Triton
+    # kernels interpreted on CPU tensors set this to take the shortcut there too.
+    cpu_tensors_run_triton = False
+
+    def __init__(self, op, known, run, no_overlap):
+        self.op = op
+        self.known = known
+        self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
+        self.run = run          # (args, matrices): the CUDA kernel after the layout match
+        self.optional = no_overlap.optional
+
+    def __call__(self, *args):
+        if (_SHORTCUT and not _is_compiling() and not _profiling() and not _function_modes()
+                and not _dispatch_modes() and _tracing() is None):
+            matrices = (self.known.match(args) if (getattr(args[self.first], "is_cuda", False)
+                                                   or self.cpu_tensors_run_triton) else None)
+            if matrices is not None and all(
+                    args[i] is None or type(args[i]) is _Tensor for i in self.optional):
+                return self.run(args, matrices)
+        return self.op(*args)
 
 
 def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
@@ -37,7 +101,8 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     every other tensor argument (``may_alias``: pairs allowed to be the very same tensor).
     Each kernel is called as ``kernel(*args, *extras)`` after both, so nothing launches on
     bad input. (The dispatcher leaves out trailing arguments equal to their schema default,
-    so such parameters keep their default in the Python signatures too.)
+    so such parameters keep their default in the Python signatures too.) Returns the op's
+    ``EagerEntry``.
     """
     name = schema[: schema.index("(")]
     # Custom ops default to needs_exact_strides, whose Inductor path fails on mutable ops with a
@@ -54,14 +119,19 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         no_overlap(args, fake)
         return extras
 
+    def matched(args, matrices):
+        """The CUDA kernel of a call whose required tensors matched a remembered layout."""
+        extras = check(*args, verified=True)
+        no_overlap(args, matrices=matrices)
+        return cuda_kernel(*args, *extras)
+
     def cuda(*args):
         matrices = known.match(args)
-        if matrices is None:
-            extras = check(*args)
-            known.remember(args)
-        else:
-            extras = check(*args, verified=True)
-        no_overlap(args, matrices=matrices)
+        if matrices is not None:
+            return matched(args, matrices)
+        extras = check(*args)
+        known.remember(args)
+        no_overlap(args)
         return cuda_kernel(*args, *extras)
 
     def cpu(*args):
@@ -69,5 +139,6 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
 
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
-    KERNELS[name] = OpKernels(cuda, cpu, checked)
-    return op
+    entry = EagerEntry(op, known, matched, no_overlap)
+    KERNELS[name] = OpKernels(cuda, cpu, checked, entry)
+    return entry

@@ -169,9 +169,9 @@ class OverlapCheck:
     that each element is the other's element of the same index), never a shifted overlap.
     Decided from metadata only.
 
-    The common case, no two arguments sharing memory, is settled by sorting the ranges and
-    comparing each start with the previous end; anything else (an allowed alias, inputs
-    sharing memory, empty tensors inside another's range) takes the pairwise look.
+    The common case, no two arguments sharing memory, is settled from the sorted starts and
+    ends; anything else (an allowed alias, inputs sharing memory) takes the pairwise look,
+    which names the arguments.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -194,23 +194,26 @@ class OverlapCheck:
     def __call__(self, args, fake=False, matrices=None):
         """``matrices``: the positions of the 2-D tensors among the required ones, when known
         (KnownLayouts.match); else read from the tensors."""
-        if fake or any(args[i] is None for i in self.optional):
+        if fake or (self.optional and any(args[i] is None for i in self.optional)):
             return self._pairwise(args, fake)
         tensors = self.tensors(args)
-        starts = list(map(_data_ptr, tensors))
-        ends = list(map(operator.add, starts, map(_nbytes, tensors)))
+        starts = [*map(_data_ptr, tensors)]
+        ends = [*map(operator.add, starts, map(_nbytes, tensors))]
         if matrices is None:
             matrices = [k for k, dim in enumerate(map(_dim, tensors)) if dim == 2]
         for k in matrices:          # a row-strided view spans its row stride
             t = tensors[k]
-            rows, cols = t.shape
-            if rows and cols:
-                ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
-        reach = 0
-        for start, end in sorted(zip(starts, ends)):
-            if start < reach:
-                return self._pairwise(args, fake)
-            reach = end             # no overlap so far, so ends only grow
+            if not t.is_contiguous():
+                rows, cols = t.shape
+                if rows and cols:
+                    ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
+        # No two ranges intersect exactly when, with starts and ends sorted on their own,
+        # the i-th smallest end is at most the (i+1)-th smallest start (at any address,
+        # ranges begun minus ranges ended is then at most 1). Two C sorts of ints.
+        starts.sort()
+        ends.sort()
+        if not all(map(operator.le, ends, starts[1:])):
+            self._pairwise(args, fake)
 
     def _pairwise(self, args, fake):
         spans = []          # (first byte, one past the last byte, written, name, row stride)

@@ -11,15 +11,22 @@ TRITON = "cuda" if HAS_CUDA else "interpret"
 BACKENDS = ["cpu", TRITON]
 
 
+# "entry": the public function (spec_ops.<op>), on the Triton backend's device; with
+# EagerEntry.cpu_tensors_run_triton set it takes its shortcut to the interpreted kernel too.
+ENTRY = "entry"
+
+
 def place(args, backend):
     """Fresh copies of ``args`` on the backend's device."""
-    return clone_args(args, "cuda" if backend == "cuda" else "cpu")
+    return clone_args(args, "cuda" if HAS_CUDA and backend in ("cuda", ENTRY) else "cpu")
 
 
 def call(op, args, backend):
     """Run ``op`` in place on ``args`` (already placed) with the backend's kernel."""
     if backend == "interpret":
         return KERNELS[op].triton(*args)
+    if backend == ENTRY:
+        return KERNELS[op].entry(*args)
     return op_overload(op)(*args)
 
 

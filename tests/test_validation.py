@@ -5,7 +5,7 @@ and the fake (meta tensors). One test per kind of mistake, over every op and arg
 import pytest
 import torch
 
-from backends import BACKENDS, call, place
+from backends import BACKENDS, ENTRY, HAS_CUDA, call, place
 from samples import OPS, op_overload, sample, written_arg_indices
 
 NUM_REQS = 5
@@ -329,18 +329,22 @@ def test_update_num_computed_tokens_has_no_row_limit(backend):
     assert [t.tolist() for t in run(op, args, backend)] == expected
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
 def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
     """Eight threads calling ops with valid and invalid arguments, the interpreter switching
     threads as often as it can: every valid call returns the right result, every invalid one
-    raises its error and writes nothing (the CUDA route also remembers layouts meanwhile).
-    Triton's interpreter keeps global state, so interpreted launches take turns; the checks,
-    the remembered layouts and the launch cache around them do not."""
+    raises its error and writes nothing (the CUDA route also remembers layouts meanwhile; the
+    public functions' entry takes its shortcut once a layout is known). Triton's interpreter
+    keeps global state, so interpreted launches take turns; the checks, the remembered layouts
+    and the launch cache around them do not."""
     import sys
     import threading
 
+    from spec_ops._library import EagerEntry
     from spec_ops._triton._launch import Launcher
-    if backend == "interpret":
+    if backend == ENTRY and not HAS_CUDA:
+        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    if backend != "cpu" and not HAS_CUDA:
         launch, one_at_a_time = Launcher.__call__, threading.Lock()
 
         def interpreted_launch(*args, **kwargs):
@@ -361,7 +365,7 @@ def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
     failures = []
 
     def hammer(worker):
-        for n in range(150 if backend == "cpu" else 12):
+        for n in range(150 if backend == "cpu" or HAS_CUDA else 12):
             op, args, expected, bad = work[(worker + n) % len(work)]
             try:
                 placed = place(args, backend)
@@ -383,6 +387,12 @@ def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
             except Exception as error:      # noqa: BLE001 - any exception is a failure
                 failures.append(f"{op}: {type(error).__name__}: {error}")
 
+    if backend == ENTRY:
+        # Half the layouts known up front (the entry's shortcut), half left to the threads
+        # (dispatched until some thread's CUDA-route call remembers them).
+        from spec_ops._library import KERNELS
+        for op, args, _, _ in work[::2]:
+            KERNELS[op].triton(*place(args, backend))
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:

@@ -1,0 +1,195 @@
+"""The public functions' eager entry: in plain eager code it runs the CUDA kernel without the
+dispatcher, with the same results, errors and version counters as the dispatched op;
+wherever the dispatcher does more (tracing, profiling, modes, tensor subclasses, a layout not
+seen in a valid call) it dispatches. Without a GPU the CUDA kernel is the interpreted Triton
+kernel on CPU tensors (``cpu_tensors_run_triton``)."""
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import spec_ops
+from backends import HAS_CUDA, TRITON, place
+from reference import REFERENCES
+from samples import OPS, op_overload, sample, written_arg_indices
+from test_validation import sharing_memory
+from spec_ops._library import KERNELS, EagerEntry
+
+pytestmark = pytest.mark.parametrize("backend", [TRITON])
+NUM_REQS = 4
+
+
+@pytest.fixture(autouse=True)
+def triton_on_cpu_tensors(monkeypatch):
+    if not HAS_CUDA:
+        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+
+
+class Dispatches:
+    """Counts the entry's calls of the dispatched op (which still runs)."""
+
+    def __init__(self, monkeypatch, op):
+        entry = KERNELS[op].entry
+        self.count, dispatched = 0, entry.op
+
+        def counted(*args):
+            self.count += 1
+            return dispatched(*args)
+        monkeypatch.setattr(entry, "op", counted)
+
+
+def remembered(op, backend, seed=3):
+    """Placed arguments with the layout of a valid call the CUDA kernel has seen, another
+    batch size."""
+    KERNELS[op].triton(*place(sample(op, seed, NUM_REQS + 2, fixed_dtype=torch.int32), backend))
+    return place(sample(op, seed + 1, NUM_REQS, fixed_dtype=torch.int32), backend)
+
+
+def outputs(op, args, result):
+    got = [args[i].cpu().tolist() for i in written_arg_indices(op)]
+    return got + ([result.cpu().tolist()] if result is not None else [])
+
+
+def expected(op, args):
+    return [list(e) for e in REFERENCES[op](*[a.cpu() if isinstance(a, torch.Tensor) else a
+                                              for a in args])]
+
+
+def replaced(args, index, value):
+    return tuple(args[:index]) + (value,) + tuple(args[index + 1:])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_known_layout_skips_the_dispatcher_with_the_same_results_and_versions(op, backend,
+                                                                              monkeypatch):
+    args = remembered(op, backend)
+    reference = expected(op, args)
+    dispatched = place(args, backend)
+    (op_overload(op) if HAS_CUDA else KERNELS[op].triton)(*dispatched)    # the CUDA route
+    dispatches = Dispatches(monkeypatch, op)
+    before = [args[i]._version for i in written_arg_indices(op)]
+    result = getattr(spec_ops, op)(*args)
+    assert dispatches.count == 0
+    assert outputs(op, args, result) == reference
+    bumps = [args[i]._version - v for i, v in zip(written_arg_indices(op), before)]
+    assert bumps == [dispatched[i]._version for i in written_arg_indices(op)]
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if written_arg_indices(op)])
+def test_bad_input_through_the_entry_is_rejected_before_any_write(op, backend, monkeypatch):
+    """A written tensor sharing memory with another argument keeps the remembered layout, so
+    the entry takes the shortcut: the overlap check still rejects it, naming both, before any
+    launch; ``None`` for a tensor matches no layout and is the dispatcher's TypeError."""
+    args = remembered(op, backend)
+    written = written_arg_indices(op)[0]
+    other = next(i for i, a in enumerate(args)
+                 if isinstance(a, torch.Tensor) and a.numel() and i != written)
+    first, second = sharing_memory(args[written], args[other], 0, args[0].device)
+    bad = replaced(replaced(args, written, first), other, second)
+    before = [t.clone() for t in bad if isinstance(t, torch.Tensor)]
+    dispatches = Dispatches(monkeypatch, op)
+    with pytest.raises(ValueError, match="overlaps"):
+        getattr(spec_ops, op)(*bad)
+    assert dispatches.count == 0
+    assert all(torch.equal(t, b) for t, b in zip(
+        [t for t in bad if isinstance(t, torch.Tensor)], before))
+    with pytest.raises(TypeError, match="got None"):
+        getattr(spec_ops, op)(*replaced(args, written, None))
+
+
+class Logging(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class FunctionLogging(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class Subclass(torch.Tensor):
+    pass
+
+
+OP = "eagle_step_update_slot_mapping_and_metadata"
+
+
+def test_modes_see_the_op(backend, monkeypatch):
+    args = remembered(OP, backend)
+    for mode in (Logging(), FunctionLogging()):
+        with mode:
+            getattr(spec_ops, OP)(*place(args, backend))
+        assert any(OP in seen for seen in mode.seen), type(mode).__name__
+
+
+def test_the_profiler_records_the_op(backend, monkeypatch):
+    args = remembered(OP, backend)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        getattr(spec_ops, OP)(*args)
+    assert any(OP in event.name for event in prof.events())
+
+
+def test_subclasses_unseen_layouts_and_inference_tensors_dispatch(backend, monkeypatch):
+    args = remembered(OP, backend)
+    dispatches = Dispatches(monkeypatch, OP)
+    getattr(spec_ops, OP)(*place(args, backend))
+    assert dispatches.count == 0
+    sub = list(place(args, backend))
+    sub[0] = sub[0].as_subclass(Subclass)
+    getattr(spec_ops, OP)(*sub)
+    assert dispatches.count == 1, "a tensor subclass"
+    unseen = list(place(args, backend))
+    unseen[1] = unseen[1].long()            # block_table int32 -> int64: a new layout
+    if args[1].dtype == torch.int64:
+        unseen[1] = unseen[1].int()
+    getattr(spec_ops, OP)(*unseen)
+    assert dispatches.count == 2, "a layout no valid call had"
+    with torch.inference_mode():    # inference tensors: other dispatch keys, a new layout
+        getattr(spec_ops, OP)(*place(args, backend))
+    assert dispatches.count == 3, "inference tensors"
+
+
+def test_an_optional_subclass_dispatches(backend, monkeypatch):
+    op = "copy_and_expand_dflash_inputs"
+    args = remembered(op, backend)
+    index = [i for i, a in enumerate(op_overload(op)._schema.arguments)
+             if str(a.type) == "Optional[Tensor]"][0]
+    if args[index] is None:
+        args = list(args)
+        args[index] = torch.zeros(NUM_REQS, dtype=torch.int32, device=args[0].device)
+    dispatches = Dispatches(monkeypatch, op)
+    plain = place(tuple(args), backend)
+    getattr(spec_ops, op)(*plain)
+    assert dispatches.count == 0
+    sub = list(place(tuple(args), backend))
+    sub[index] = sub[index].as_subclass(Subclass)
+    getattr(spec_ops, op)(*sub)
+    assert dispatches.count == 1
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_the_public_function_compiles_to_the_op(op, backend):
+    """Under torch.compile the entry traces to the op itself: one graph, no break."""
+    torch._dynamo.reset()
+    args = remembered(op, backend)
+    graphs = []
+
+    def backend_fn(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    function = getattr(spec_ops, op)
+    torch.compile(lambda *a: function(*a), backend=backend_fn, fullgraph=True)(*args)
+    assert len(graphs) == 1
+    assert any(node.target is op_overload(op) for node in graphs[0].graph.nodes)
