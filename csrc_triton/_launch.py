@@ -148,14 +148,17 @@ class Launcher:
         if INTERPRET:
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
             return
-        key = self.key(args, num_warps)
-        device_index = key[0]
-        launch = self.launches.get(key)
+        device_index = args[0].get_device()
+        # self.key(args, num_warps), written out: this runs on every call
+        launch = self.launches.get((device_index, num_warps,
+                                    *map(_dtype, args[:self.num_tensors]),
+                                    *self.constexprs(args)))
         if launch is not None and device_index == _current_device():
             launch(grid, grid_y, args)
             return
         with torch.cuda.device(device_index):
             if launch is None:
+                key = self.key(args, num_warps)
                 with self.lock:     # one compilation per key, whatever the threads
                     launch = self.launches.get(key)
                     if launch is None:

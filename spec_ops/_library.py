@@ -85,8 +85,8 @@ class EagerEntry:
                 and not _dispatch_modes() and _tracing() is None):
             matrices = (self.known.match(args) if (getattr(args[self.first], "is_cuda", False)
                                                    or self.cpu_tensors_run_triton) else None)
-            if matrices is not None and all(
-                    args[i] is None or type(args[i]) is _Tensor for i in self.optional):
+            if matrices is not None and (not self.optional or all(
+                    args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
                 return self.run(args, matrices)
         return self.op(*args)
 
