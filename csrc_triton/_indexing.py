@@ -1,5 +1,5 @@
-"""Device helpers shared by the kernels: the paged-KV slot lookup and the chunk loop of the
-per-request grids."""
+"""Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loop of the
+per-request grids and a row of the row layout's tiles."""
 
 import triton
 import triton.language as tl
@@ -33,3 +33,9 @@ def request_chunks(start, count, size, BLOCK: tl.constexpr):
     stop = tl.minimum(count, size - start)
     return (first + tl.program_id(1).to(tl.int64) * BLOCK, stop,
             tl.num_programs(1).to(tl.int64) * BLOCK)
+
+
+@triton.jit
+def row_value(values, row, ROWS: tl.constexpr):
+    """Entry ``row`` of a [ROWS] tile, as a scalar (the row layout's long-request loop)."""
+    return tl.sum(tl.where(tl.arange(0, ROWS) == row, values, 0))

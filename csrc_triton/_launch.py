@@ -48,6 +48,13 @@ if LAUNCH_PATH_LIMIT not in LAUNCH_PATHS:
 PER_REQUEST_BLOCK = 64
 PER_REQUEST_WARPS = 1
 MAX_CHUNKS = 1024
+# The row layout of 1.4 and 1.7 for decode-sized requests: ROW_GROUP whole requests per
+# program as one [ROW_GROUP, cols] tile, ROW_WARPS warps. At 1024 decodes on the H200, 1.7
+# took 1.07 us per call in a CUDA graph against 1.64 with one program per request (tiles and
+# warps swept by scripts/sweep_row_layout.py; benchmarks/results/row_layout.txt).
+ROW_GROUP = 8
+ROW_WARPS = 4
+ROW_COLS = (8, 16)
 LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 
 
@@ -75,6 +82,15 @@ def num_chunks(num_items, num_reqs):
     """Programs per request in a per-request x chunk grid: the mean items per request over
     PER_REQUEST_BLOCK, at least 1 (from shapes only)."""
     return min(max(cdiv(num_items, max(num_reqs, 1) * PER_REQUEST_BLOCK), 1), MAX_CHUNKS)
+
+
+def row_cols(num_items, num_reqs):
+    """The row layout's tile width when requests average at most that many items (from
+    shapes only), else None: the per-request x chunk grid."""
+    for cols in ROW_COLS:
+        if num_items <= num_reqs * cols:
+            return cols
+    return None
 
 
 @triton.jit

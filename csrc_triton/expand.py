@@ -5,18 +5,26 @@ r's outputs. C comes from shapes (about the mean request length over BLOCK), so 
 1024 decodes runs 1024 one-chunk programs and 8 long prefills are split into many. Each loop
 is bounded by the out buffer's shape-derived size as well, so a garbage query_start_loc can
 neither write out of bounds nor loop for long.
+
+1.7 on decode-sized requests (at most 8 or 16 entries on average, from shapes) takes the row
+layout instead: ROW_GROUP requests per program as one tile, each longer request's remainder
+in a loop after it, so 1024 decodes run 129 programs.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, slot_lookup
+from ._indexing import request_chunks, row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
+    ROW_GROUP,
+    ROW_WARPS,
     Launcher,
+    cdiv,
     num_chunks,
     pdl_prologue,
+    row_cols,
     spec_kernel,
 )
 
@@ -108,6 +116,33 @@ def _copy_and_expand_eagle_inputs_kernel(
                                num_padding_slots, num_input_tokens, SHIFT)
 
 
+@triton.jit
+def _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
+               block_table_row_stride, num_block_cols, max_model_len, req, entry, owned, kept,
+               BLOCK_SIZE: tl.constexpr):
+    """Slot mapping entries ``entry`` (where ``owned``) of request ``req``: the slot of the
+    entry's position, or -1 where rejected, at or past max_model_len, or not ``kept``."""
+    position = tl.load(new_positions_ptr + entry, mask=owned, other=0).to(tl.int64)
+    rejected = tl.load(rejected_ptr + entry, mask=owned, other=1) != 0
+    keep = owned & kept & ~rejected & (position < max_model_len)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       tl.minimum(position, max_model_len - 1), keep, BLOCK_SIZE)
+    tl.store(out_slot_mapping_ptr + entry, tl.where(keep, slot, -1), mask=owned)
+
+
+@triton.jit
+def _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries, num_new_tokens):
+    """Rows ``req`` (request r < R, or R: the entries past the last request, which get -1 so
+    the result never holds uninitialized memory): (start, count, entries kept of count)."""
+    is_request = req < num_reqs
+    first_start = tl.load(query_start_loc_ptr).to(tl.int64)
+    query_start = tl.load(query_start_loc_ptr + req, mask=req <= num_reqs, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    start = query_start - first_start + req * num_new_tokens
+    count = tl.where(is_request, query_next - query_start + num_new_tokens, num_entries - start)
+    return start, count, tl.where(is_request, count, 0)
+
+
 @spec_kernel
 def _compute_new_slot_mapping_kernel(
     block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
@@ -119,33 +154,61 @@ def _compute_new_slot_mapping_kernel(
     num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    # Program row r < R: request r's entries. Row R: entries past the last request (none for
-    # valid inputs), which get -1 so the result never holds uninitialized memory.
+    # Program (r, c), r <= R: chunks c, c + C, ... of row r.
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
-    is_request = req < num_reqs
-    first_start = tl.load(query_start_loc_ptr).to(tl.int64)
-    query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    start = query_start - first_start + req * num_new_tokens
-    count = tl.where(is_request, query_next - query_start + num_new_tokens, num_entries - start)
-    num_kept = tl.where(is_request, count, 0)     # the tail row only writes -1
+    start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
+                                            num_new_tokens)
     first, stop, step = request_chunks(start, count, num_entries, BLOCK)
     for chunk_start in range(first, stop, step):
         j = chunk_start + tl.arange(0, BLOCK)
-        entry = start + j
-        owned = j < stop
-        position = tl.load(new_positions_ptr + entry, mask=owned, other=0).to(tl.int64)
-        rejected = tl.load(rejected_ptr + entry, mask=owned, other=1) != 0
-        keep = owned & ~rejected & (position < max_model_len) & (j < num_kept)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           tl.minimum(position, max_model_len - 1), keep, BLOCK_SIZE)
-        tl.store(out_slot_mapping_ptr + entry, tl.where(keep, slot, -1), mask=owned)
+        _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
+                   block_table_row_stride, num_block_cols, max_model_len, req, start + j,
+                   j < stop, j < num_kept, BLOCK_SIZE)
+
+
+@spec_kernel
+def _compute_new_slot_mapping_rows_kernel(
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    query_start_loc_ptr,         # [R + 1]
+    new_positions_ptr,           # [T]
+    rejected_ptr,                # [T] bool
+    out_slot_mapping_ptr,        # [T] out
+    num_reqs: tl.int64, num_entries: tl.int64, block_table_row_stride: tl.int64,
+    num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
+    BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    # Program p: rows p * ROWS ... (r <= R, as above) as one [ROWS, COLS] tile of their first
+    # COLS entries; then, only if some row is longer, the rest of each such row.
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
+                                            num_new_tokens)
+    first = tl.maximum(-start, 0)
+    stop = tl.where(req <= num_reqs, tl.minimum(count, num_entries - start), 0)
+    j = tl.arange(0, COLS)[None, :]
+    _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
+               block_table_row_stride, num_block_cols, max_model_len, req[:, None],
+               start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
+               j < num_kept[:, None], BLOCK_SIZE)
+    if tl.max(stop) > COLS:
+        for row in range(ROWS):
+            row_start = row_value(start, row, ROWS)
+            row_stop = row_value(stop, row, ROWS)
+            row_kept = row_value(num_kept, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
+                           out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
+                           max_model_len, tl.program_id(0).to(tl.int64) * ROWS + row,
+                           row_start + jj, jj < row_stop, jj < row_kept, BLOCK_SIZE)
 
 
 _copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel,
                                          PER_REQUEST_WARPS)
 _compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel, PER_REQUEST_WARPS)
+_compute_new_slot_mapping_rows = Launcher(_compute_new_slot_mapping_rows_kernel, ROW_WARPS)
 
 
 def launch_copy_and_expand_eagle_inputs(
@@ -170,9 +233,12 @@ def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
                                     num_new_tokens, max_model_len):
     num_reqs = query_start_loc.shape[0] - 1
     num_entries = new_positions.shape[0]
-    _compute_new_slot_mapping(
-        num_reqs + 1,
-        (block_table, query_start_loc, new_positions, is_rejected_token_mask, out_slot_mapping,
-         num_reqs, num_entries, block_table.stride()[0], block_table.shape[1], num_new_tokens,
-         max_model_len, block_size, PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_entries, num_reqs))
+    args = (block_table, query_start_loc, new_positions, is_rejected_token_mask,
+            out_slot_mapping, num_reqs, num_entries, block_table.stride()[0],
+            block_table.shape[1], num_new_tokens, max_model_len, block_size)
+    cols = row_cols(num_entries, num_reqs)
+    if cols is not None:
+        _compute_new_slot_mapping_rows(cdiv(num_reqs + 1, ROW_GROUP), (*args, ROW_GROUP, cols))
+    else:
+        _compute_new_slot_mapping(num_reqs + 1, (*args, PER_REQUEST_BLOCK),
+                                  grid_y=num_chunks(num_entries, num_reqs))

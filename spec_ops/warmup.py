@@ -3,7 +3,8 @@
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts
-and whether its requests are long enough for a query program of their own,
+and whether its requests are long enough for a query program of their own, whether 1.7's requests
+are short enough for its row layout,
 the power of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
 milliseconds to a second, so a serving engine warms up once at startup.
@@ -22,7 +23,7 @@ from typing import Optional
 import torch
 
 from ._library import KERNELS
-from ._triton._launch import PER_REQUEST_BLOCK, compiled_variants
+from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
 
 logger = logging.getLogger(__name__)
 
@@ -139,11 +140,15 @@ def _expand(x, max_num_reqs):
 
 @_warms("compute_new_slot_mapping")
 def _new_slot_mapping(x, max_num_reqs):
-    num_entries = 2 * x.k + 1       # K + 1 verified tokens and K new ones
-    _call("compute_new_slot_mapping", x.block_table(), x.tensor("counts", [0, x.k + 1]),
-          x.tensor("positions", list(range(num_entries))), x.zeros("mask", num_entries),
-          x.block_size, x.k, x.max_model_len)
-    return 1
+    # A request of up to 8, 16 and 17 entries (K new ones among them): the row layout's two
+    # tile widths and the per-request layout (csrc_triton/_launch.py, row_cols).
+    targets = (*ROW_COLS, ROW_COLS[-1] + 1)
+    for num_tokens in sorted({max(target - x.k, 0) for target in targets}):
+        num_entries = num_tokens + x.k
+        _call("compute_new_slot_mapping", x.block_table(), x.tensor("counts", [0, num_tokens]),
+              x.tensor("positions", list(range(num_entries))), x.zeros("mask", num_entries),
+              x.block_size, x.k, x.max_model_len)
+    return len({max(target - x.k, 0) for target in targets})
 
 
 @_warms("copy_and_expand_dflash_inputs")

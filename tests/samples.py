@@ -42,8 +42,10 @@ def scalars(rng):
 
 
 def request_length(rng, low, high):
-    """A per-request token count (3 under FixedLayoutRandom; 100-300 for long requests)."""
-    if getattr(rng, "long_requests", False):
+    """A per-request token count (3 under FixedLayoutRandom; 100-300 for long requests, or for
+    about one request in 30 with long_requests="some")."""
+    long_requests = getattr(rng, "long_requests", False)
+    if long_requests is True or (long_requests == "some" and rng.random() < 1 / 30):
         return rng.randint(100, 300)
     return pick(rng, range(low, high + 1), 3)
 
@@ -435,7 +437,7 @@ OPS = sorted(SAMPLERS)
 def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False):
     """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
     dtype (drawn from the seed) for every integer tensor, ``long_requests`` 100-300 tokens per
-    request (several chunks per program)."""
+    request (several chunks per program), or "some": a few such requests among short ones."""
     if fixed_dtype is not None:
         rng = FixedLayoutRandom(seed, fixed_dtype)
     elif uniform_dtype:

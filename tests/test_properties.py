@@ -44,6 +44,15 @@ def test_more_rows_than_one_program_and_long_requests(op, seed):
     check_all_ways(op, sample(op, seed, 150, uniform_dtype=TRITON == "cuda", long_requests=True))
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("op", OPS)
+def test_a_few_long_requests_among_short_ones(op, seed):
+    """A decode-sized batch (R = 100, short requests on average) with a few 100-300-token
+    requests: layouts chosen for short requests still cover the long ones."""
+    check_all_ways(op, sample(op, seed, 100, uniform_dtype=TRITON == "cuda",
+                              long_requests="some"))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", OPS)
 def test_calls_taking_turns_each_get_their_own_results(op, backend):

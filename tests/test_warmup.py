@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import spec_ops
 from backends import HAS_CUDA
 from spec_ops._library import KERNELS
-from spec_ops._triton._launch import Launcher, compiled_variants, next_power_of_2
+from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next_power_of_2
 
 warmup_module = sys.modules["spec_ops.warmup"]
 CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
@@ -55,8 +55,8 @@ def test_warmup_selects_ops_and_dtypes():
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     """The Triton kernels (compiled on a GPU, interpreted on CPU tensors without one) get the
     constexprs the configuration selects: both widths of sampled_token_ids, both shifts, with
-    and without rejected counts, short and long 1.4 requests, and every 1.6 block a batch of up
-    to max_num_reqs rows takes."""
+    and without rejected counts, short and long 1.4 and 1.7 requests, and every 1.6 block a
+    batch of up to max_num_reqs rows takes."""
     launched = set()
     original = Launcher.__call__
 
@@ -71,7 +71,11 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
-    assert len(kernels) == len(KERNELS)
+    # One kernel per op, and 1.7 has a second layout for short requests.
+    assert len(kernels) == len(KERNELS) + 1
+    assert {"_compute_new_slot_mapping_kernel", "_compute_new_slot_mapping_rows_kernel"} <= kernels
+    assert {c[-1] for n, c in launched if n == "_compute_new_slot_mapping_rows_kernel"} == \
+        set(ROW_COLS)
     k, block_size = config["num_speculative_tokens"], config["block_size"]
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     assert {c[0] for n, c in launched if n == "_copy_and_expand_eagle_inputs_kernel"} == \
