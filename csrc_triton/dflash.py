@@ -8,19 +8,27 @@ against 1.68 us per call in a CUDA graph at 8 x 2048 tokens on the H200. Decode 
 context program per request) keep both in program (r, 0), context first: 1.87 us at 1024
 decodes against 2.86 with a query program per request (the extra 1024 programs cost more than
 the overlap wins). Program (r, c) writes context chunks c, c + C, ... of request r.
+
+Batches of decode-sized requests (at most 8 or 16 context tokens on average, from shapes) take
+the row layout instead (csrc_triton/_launch.py): ROW_GROUP requests per program, their context
+and their queries as two tiles, any longer request's remaining context in a loop after them.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import slot_lookup
+from ._indexing import row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
+    ROW_GROUP,
+    ROW_WARPS,
     Launcher,
+    cdiv,
     next_power_of_2,
     num_chunks,
     pdl_prologue,
+    row_cols,
     spec_kernel,
 )
 
@@ -28,24 +36,32 @@ DECODE_BLOCK = 128     # lanes per program without a query program (the layout m
 
 
 @triton.jit
+def context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                   block_table_ptr, block_table_row_stride, num_block_cols, req, i, owned,
+                   BLOCK_SIZE: tl.constexpr):
+    """Context tokens ``i`` (where ``owned``) of request ``req``: their own positions, and
+    slots in the request's blocks."""
+    position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       position, owned, BLOCK_SIZE)
+    tl.store(out_context_positions_ptr + i, position, mask=owned)
+    tl.store(out_context_slot_ptr + i, slot, mask=owned)
+
+
+@triton.jit
 def write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
                     block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
                     context_end, num_context, chunk, num_context_programs,
                     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
-    """Context tokens: their own positions, and slots in the request's blocks. Chunks chunk,
-    chunk + C, ... of the request's [0, count), bounded by the buffer whatever
-    query_start_loc holds."""
+    """A request's context tokens, chunks chunk, chunk + C, ... of its [0, count), bounded by
+    the buffer whatever query_start_loc holds."""
     first = tl.maximum(-context_start, 0)
     stop = tl.minimum(context_end - context_start, num_context - context_start)
     for chunk_start in range(first + chunk * BLOCK, stop, num_context_programs * BLOCK):
         j = chunk_start + tl.arange(0, BLOCK)
-        i = context_start + j
-        owned = j < stop
-        position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           position, owned, BLOCK_SIZE)
-        tl.store(out_context_positions_ptr + i, position, mask=owned)
-        tl.store(out_context_slot_ptr + i, slot, mask=owned)
+        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                       block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       context_start + j, j < stop, BLOCK_SIZE)
 
 
 @triton.jit
@@ -54,7 +70,8 @@ def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr
                   req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
                   num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Request req's query tokens r * Q + q: [next token, mask, mask, ...] at the positions
-    after last_position (none when num_query_per_req is 0)."""
+    after last_position (none when num_query_per_req is 0). Per-request values may be
+    [ROWS, 1] columns (the row layout): every query of every row at once."""
     q = tl.arange(0, BLOCK_Q)
     is_query = q < num_query_per_req
     out = req * num_query_per_req + q
@@ -115,8 +132,71 @@ def _copy_and_expand_dflash_inputs_kernel(
                       BLOCK_SIZE, BLOCK_Q)
 
 
+@spec_kernel
+def _copy_and_expand_dflash_inputs_rows_kernel(
+    next_token_ids_ptr,          # [R]
+    target_positions_ptr,        # [C]
+    out_input_ids_ptr,           # [>= R * Q] out
+    out_context_positions_ptr,   # [>= C] out
+    out_query_positions_ptr,     # [>= R * Q] out
+    out_context_slot_ptr,        # [>= C] out
+    out_query_slot_ptr,          # [>= R * Q] out
+    out_token_indices_ptr,       # [>= R * K] out
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    query_start_loc_ptr,         # [R + 1]
+    num_rejected_ptr,            # [>= R], read only when HAS_REJECTED
+    num_reqs: tl.int64, num_context: tl.int64, block_table_row_stride: tl.int64,
+    num_block_cols: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_query_per_req: tl.int64, num_speculative_tokens: tl.int64,
+    HAS_REJECTED: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
+    ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    # Program p: requests p * ROWS ... as one [ROWS, COLS] tile of their first COLS context
+    # tokens and one [ROWS, BLOCK_Q] tile of their queries; then, only if some request has
+    # more context, the rest of each such request's.
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    is_request = req < num_reqs
+    context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    first = tl.maximum(-context_start, 0)
+    stop = tl.where(is_request,
+                    tl.minimum(context_end - context_start, num_context - context_start), 0)
+    j = tl.arange(0, COLS)[None, :]
+    context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                   block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
+                   context_start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
+                   BLOCK_SIZE)
+    valid_end = context_end
+    if HAS_REJECTED:
+        valid_end -= tl.load(num_rejected_ptr + req, mask=is_request, other=0).to(tl.int64)
+    last_position = tl.load(target_positions_ptr + valid_end - 1,
+                            mask=is_request & (valid_end >= 1) & (valid_end <= num_context),
+                            other=0).to(tl.int64)
+    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
+    write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, block_table_ptr, block_table_row_stride,
+                  num_block_cols, req[:, None], next_token[:, None], last_position[:, None],
+                  parallel_drafting_token_id,
+                  tl.where(is_request, num_query_per_req, 0)[:, None], num_speculative_tokens,
+                  BLOCK_SIZE, BLOCK_Q)
+    if tl.max(stop) > COLS:
+        for row in range(ROWS):
+            row_start = row_value(context_start, row, ROWS)
+            row_stop = row_value(stop, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                context_tokens(target_positions_ptr, out_context_positions_ptr,
+                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
+                               num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,
+                               row_start + jj, jj < row_stop, BLOCK_SIZE)
+
+
 _copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,
                                           PER_REQUEST_WARPS)
+_copy_and_expand_dflash_inputs_rows = Launcher(_copy_and_expand_dflash_inputs_rows_kernel,
+                                               ROW_WARPS)
 
 
 def launch_copy_and_expand_dflash_inputs(
@@ -129,6 +209,17 @@ def launch_copy_and_expand_dflash_inputs(
     has_rejected = num_rejected_tokens is not None
     rejected = num_rejected_tokens if has_rejected else query_start_loc
     block_q = next_power_of_2(num_query_per_req)
+    cols = row_cols(num_context, num_reqs)
+    if cols is not None:
+        _copy_and_expand_dflash_inputs_rows(
+            cdiv(num_reqs, ROW_GROUP),
+            (next_token_ids, target_positions, out_input_ids, out_context_positions,
+             out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
+             out_token_indices, block_table, query_start_loc, rejected, num_reqs, num_context,
+             block_table.stride()[0], block_table.shape[1], parallel_drafting_token_id,
+             num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q,
+             ROW_GROUP, cols))
+        return
     context_programs = num_chunks(num_context, num_reqs)
     query_program = context_programs > 1
     _copy_and_expand_dflash_inputs(

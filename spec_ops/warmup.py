@@ -2,10 +2,10 @@
 
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
-the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts
-and whether its requests are long enough for a query program of their own, whether 1.7's requests
-are short enough for its row layout,
-the power of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count. The first
+the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
+whether 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
+long enough for a query program of their own (1.4), the power of two of K + 1 (1.4, 6.3) and,
+for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
 milliseconds to a second, so a serving engine warms up once at startup.
 
@@ -153,10 +153,10 @@ def _new_slot_mapping(x, max_num_reqs):
 
 @_warms("copy_and_expand_dflash_inputs")
 def _dflash(x, max_num_reqs):
-    # A decode-sized request, and one long enough for the layout longer requests get (a query
-    # program of its own: csrc_triton/dflash.py).
+    # Requests of 8 and 16 context tokens (the row layout's two tile widths), 17 (one program
+    # per request) and one long enough for a query program of its own (csrc_triton/dflash.py).
     calls = 0
-    for num_context in (x.k + 1, PER_REQUEST_BLOCK + 1):
+    for num_context in (*ROW_COLS, ROW_COLS[-1] + 1, PER_REQUEST_BLOCK + 1):
         positions = x.tensor("positions", list(range(num_context)))
         for rejected in (None, x.tensor("counts", [0])):
             _call("copy_and_expand_dflash_inputs", x.tensor("token_ids", [1]), positions,

@@ -71,8 +71,8 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
-    # One kernel per op, and 1.7 has a second layout for short requests.
-    assert len(kernels) == len(KERNELS) + 1
+    # One kernel per op, and 1.4 and 1.7 have a second layout for short requests.
+    assert len(kernels) == len(KERNELS) + 2
     assert {"_compute_new_slot_mapping_kernel", "_compute_new_slot_mapping_rows_kernel"} <= kernels
     assert {c[-1] for n, c in launched if n == "_compute_new_slot_mapping_rows_kernel"} == \
         set(ROW_COLS)
@@ -84,6 +84,9 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     # (HAS_REJECTED, QUERY_PROGRAM): with and without rejected counts, short and long requests.
     assert {c[:2] for c in dflash} == set(itertools.product((False, True), repeat=2))
     assert {c[2:4] for c in dflash} == {(block_size, next_power_of_2(k + 1))}
+    # (HAS_REJECTED, BLOCK_SIZE, BLOCK_Q, ROWS, COLS) of the row layout: both tile widths.
+    rows = {c for n, c in launched if n == "_copy_and_expand_dflash_inputs_rows_kernel"}
+    assert {(c[0], c[-1]) for c in rows} == set(itertools.product((False, True), ROW_COLS))
     assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {(128,)}
 
 
