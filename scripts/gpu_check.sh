@@ -5,6 +5,8 @@
 #                                      benchmarks, the example on CUDA (~7 min)
 #   bash scripts/gpu_check.sh --quick  the gpu-marked tests and the benchmarks' headline
 #                                      numbers, for iteration (~3-4 min)
+#   STEPS=no-rest / STEPS=rest         everything but the rest of the suite / only that (two
+#                                      remote commands when one does not fit)
 #
 # Cut to fit the 10 minutes: the rest of the suite runs 50 hypothesis examples per property
 # (SPEC_OPS_EXAMPLES; 300 in CI), test files run in 4 processes (pytest-xdist), the
@@ -109,6 +111,7 @@ fi
 # file's tests stay in one process, so its module-scoped fixtures run once.
 PARALLEL=()
 python -c "import xdist" 2>/dev/null && PARALLEL=(-n 4 --dist loadfile)
+if [ "${STEPS:-all}" != rest ]; then
 step "pytest -m gpu" pytest_gpu.log 200 python -m pytest -q "${PARALLEL[@]}" -m gpu tests
 step "bench_registration" bench_registration.log 90 \
     python benchmarks/bench_registration.py $( (( QUICK )) && echo --quick)
@@ -130,9 +133,11 @@ if (( ! QUICK )); then
         record "example --round-ops" skipped 0 "examples/spec_decode.py has no --round-ops"
     fi
 fi
-# Last: the rest of the suite on CUDA tensors, in whatever time the deadline leaves.
-if (( ! QUICK )); then
-    step "pytest (rest) on CUDA" pytest_rest.log 240 \
+fi
+# Last: the rest of the suite on CUDA tensors, in whatever time the deadline leaves
+# (STEPS=rest runs only this step; STEPS=no-rest everything else).
+if (( ! QUICK )) && [ "${STEPS:-all}" != no-rest ]; then
+    step "pytest (rest) on CUDA" pytest_rest.log "$([ "${STEPS:-all}" = rest ] && echo 560 || echo 240)" \
         env SPEC_OPS_EXAMPLES=50 python -m pytest -q "${PARALLEL[@]}" -m "not gpu" tests
 fi
 
