@@ -22,8 +22,12 @@ NUM_REQS = 4
 
 @pytest.fixture(autouse=True)
 def triton_on_cpu_tensors(monkeypatch):
+    """The shortcut on CPU tensors without a GPU, and every test starting with no remembered
+    layouts (earlier tests in the process, e.g. the example in inference mode, leave some)."""
     if not HAS_CUDA:
         monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    for kernels in KERNELS.values():
+        monkeypatch.setattr(kernels.entry.known, "guards", ())
 
 
 class Dispatches:
