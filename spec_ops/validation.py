@@ -190,10 +190,13 @@ class OverlapCheck:
         self.tensors = (operator.itemgetter(*positions) if len(positions) > 1
                         else lambda args: (args[positions[0]],))
         self.may_alias = {frozenset(pair) for pair in may_alias}
+        self.writes = any(written for _, _, written in self.arguments)
 
     def __call__(self, args, fake=False, matrices=None):
         """``matrices``: the positions of the 2-D tensors among the required ones, when known
         (KnownLayouts.match); else read from the tensors."""
+        if not self.writes:
+            return          # an op that only reads its arguments (1.7 returns a new tensor)
         if fake or (self.optional and any(args[i] is None for i in self.optional)):
             return self._pairwise(args, fake)
         tensors = self.tensors(args)
