@@ -197,9 +197,11 @@ class OverlapCheck:
         (KnownLayouts.match); else read from the tensors."""
         if not self.writes:
             return          # an op that only reads its arguments (1.7 returns a new tensor)
-        if fake or (self.optional and any(args[i] is None for i in self.optional)):
+        if fake:
             return self._pairwise(args, fake)
         tensors = self.tensors(args)
+        if self.optional:       # optional tensors come last: the required ones keep their places
+            tensors = [t for t in tensors if t is not None]
         starts = [*map(_data_ptr, tensors)]
         ends = [*map(operator.add, starts, map(_nbytes, tensors))]
         if matrices is None:
