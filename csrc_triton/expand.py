@@ -6,9 +6,9 @@ r's outputs. C comes from shapes (about the mean request length over BLOCK), so 
 is bounded by the out buffer's shape-derived size as well, so a garbage query_start_loc can
 neither write out of bounds nor loop for long.
 
-1.7 on decode-sized requests (at most 8 or 16 entries on average, from shapes) takes the row
-layout instead: ROW_GROUP requests per program as one tile, each longer request's remainder
-in a loop after it, so 1024 decodes run 129 programs.
+On decode-sized requests (at most 8 or 16 outputs or entries on average, from shapes) both take
+the row layout instead: ROW_GROUP requests per program as one tile, each longer request's
+remainder in a loop after it, so 1024 decodes run 128 (1.7: 129) programs.
 """
 
 import triton
@@ -62,6 +62,28 @@ def store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_p
                  & (hidden < num_input_tokens))
 
 
+@triton.jit
+def _expanded_outputs(target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                      out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                      out_hidden_state_mapping_ptr, j, owned, req, out_start, query_start,
+                      query_next, num_valid, next_token, first_position, num_input_tokens,
+                      padding_token_id, parallel_drafting_token_id, num_padding_slots,
+                      SHIFT: tl.constexpr):
+    """Outputs out_start + j of request req where ``owned`` (j in its [first, last))."""
+    out = out_start + j
+    token, position, is_masked, is_rejected = expanded_tokens(
+        target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots,
+        num_input_tokens, next_token, first_position, parallel_drafting_token_id,
+        padding_token_id, SHIFT)
+    tl.store(out_input_ids_ptr + out, token, mask=owned)
+    tl.store(out_positions_ptr + out, position, mask=owned)
+    tl.store(out_rejected_ptr + out, is_rejected, mask=owned)
+    tl.store(out_masked_ptr + out, is_masked, mask=owned)
+    store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                           owned, req, query_start, query_next, num_valid, num_padding_slots,
+                           num_input_tokens, SHIFT)
+
+
 @spec_kernel
 def _copy_and_expand_eagle_inputs_kernel(
     target_token_ids_ptr,        # [T_in]
@@ -101,19 +123,74 @@ def _copy_and_expand_eagle_inputs_kernel(
     for chunk_start in range(first + tl.program_id(1).to(tl.int64) * BLOCK, last,
                              tl.num_programs(1).to(tl.int64) * BLOCK):
         j = chunk_start + tl.arange(0, BLOCK)
-        out = out_start + j
-        written = (j < total) & (out >= 0) & (out < num_outputs)
-        token, position, is_masked, is_rejected = expanded_tokens(
-            target_token_ids_ptr, j, written, query_start, num_valid, num_padding_slots,
-            num_input_tokens, next_token, first_position, parallel_drafting_token_id,
-            padding_token_id, SHIFT)
-        tl.store(out_input_ids_ptr + out, token, mask=written)
-        tl.store(out_positions_ptr + out, position, mask=written)
-        tl.store(out_rejected_ptr + out, is_rejected, mask=written)
-        tl.store(out_masked_ptr + out, is_masked, mask=written)
-        store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
-                               written, req, query_start, query_next, num_valid,
-                               num_padding_slots, num_input_tokens, SHIFT)
+        _expanded_outputs(target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                          out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                          out_hidden_state_mapping_ptr, j, j < last, req, out_start,
+                          query_start, query_next, num_valid, next_token, first_position,
+                          num_input_tokens, padding_token_id, parallel_drafting_token_id,
+                          num_padding_slots, SHIFT)
+
+
+@spec_kernel
+def _copy_and_expand_eagle_inputs_rows_kernel(
+    target_token_ids_ptr,        # [T_in]
+    target_positions_ptr,        # [T_in]
+    next_token_ids_ptr,          # [R]
+    out_input_ids_ptr,           # [>= num_outputs] out
+    out_positions_ptr,           # [>= num_outputs] out
+    out_rejected_ptr,            # [>= num_outputs] bool out
+    out_masked_ptr,              # [>= num_outputs] bool out
+    out_new_token_indices_ptr,   # [>= R * S] out
+    out_hidden_state_mapping_ptr,  # [>= T_in] out (shift only)
+    query_start_loc_ptr,         # [R + 1]
+    query_end_loc_ptr,           # [R]
+    num_reqs: tl.int64, num_input_tokens: tl.int64, num_outputs: tl.int64,
+    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_padding_slots: tl.int64,
+    SHIFT: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    # Program p: requests p * ROWS ... as one [ROWS, COLS] tile of their first COLS outputs;
+    # then, only if some request has more, the rest of each such request's.
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    is_request = req < num_reqs
+    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    query_end = tl.load(query_end_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
+    first_position = tl.load(
+        target_positions_ptr + query_start,
+        mask=is_request & (query_start >= 0) & (query_start < num_input_tokens),
+        other=0).to(tl.int64)
+    out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
+    num_valid = query_end - query_start + (0 if SHIFT else 1)
+    total = tl.where(is_request, num_valid + num_padding_slots + (query_next - query_end - 1), 0)
+    first = tl.maximum(-out_start, 0)
+    last = tl.minimum(total, num_outputs - out_start)
+    j = tl.arange(0, COLS)[None, :]
+    _expanded_outputs(target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                      out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                      out_hidden_state_mapping_ptr, j, (j >= first[:, None]) & (j < last[:, None]),
+                      req[:, None], out_start[:, None], query_start[:, None],
+                      query_next[:, None], num_valid[:, None], next_token[:, None],
+                      first_position[:, None], num_input_tokens, padding_token_id,
+                      parallel_drafting_token_id, num_padding_slots, SHIFT)
+    if tl.max(last) > COLS:
+        for row in range(ROWS):
+            row_last = row_value(last, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_last,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                _expanded_outputs(
+                    target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                    out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                    out_hidden_state_mapping_ptr, jj, jj < row_last,
+                    tl.program_id(0).to(tl.int64) * ROWS + row,
+                    row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
+                    row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
+                    row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
+                    num_input_tokens, padding_token_id, parallel_drafting_token_id,
+                    num_padding_slots, SHIFT)
 
 
 @triton.jit
@@ -207,6 +284,8 @@ def _compute_new_slot_mapping_rows_kernel(
 
 _copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel,
                                          PER_REQUEST_WARPS)
+_copy_and_expand_eagle_inputs_rows = Launcher(_copy_and_expand_eagle_inputs_rows_kernel,
+                                              ROW_WARPS)
 _compute_new_slot_mapping = Launcher(_compute_new_slot_mapping_kernel, PER_REQUEST_WARPS)
 _compute_new_slot_mapping_rows = Launcher(_compute_new_slot_mapping_rows_kernel, ROW_WARPS)
 
@@ -218,6 +297,17 @@ def launch_copy_and_expand_eagle_inputs(
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids,
         num_outputs):
     num_reqs = next_token_ids.shape[0]
+    cols = row_cols(num_outputs, num_reqs)
+    if cols is not None:
+        _copy_and_expand_eagle_inputs_rows(
+            cdiv(num_reqs, ROW_GROUP),
+            (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,
+             out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
+             out_hidden_state_mapping, query_start_loc, query_end_loc, num_reqs,
+             target_token_ids.shape[0], num_outputs, padding_token_id,
+             parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids,
+             ROW_GROUP, cols))
+        return
     _copy_and_expand_eagle_inputs(
         num_reqs,
         (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,

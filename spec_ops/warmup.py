@@ -3,7 +3,7 @@
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
-whether 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
+whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
 long enough for a query program of their own (1.4), the power of two of K + 1 (1.4, 6.3) and,
 for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
@@ -128,14 +128,21 @@ def _padded_draft_inputs(x, max_num_reqs):
 
 @_warms("copy_and_expand_eagle_inputs")
 def _expand(x, max_num_reqs):
-    width = x.k + 1
-    token_ids, positions, _ = x.target(width)
-    for shift in (False, True):
-        _call("copy_and_expand_eagle_inputs", token_ids, positions,
-              x.tensor("token_ids", [1]), x.out("token_ids"), x.out("positions"),
-              x.out("mask"), x.out("mask"), x.out("counts"), x.out("counts"),
-              x.tensor("counts", [0, width]), x.tensor("counts", [width - 1]), 0, 0, x.k, shift)
-    return 2
+    # With and without shift, a request of 1, 8, 16 and 17 tokens (S = K slots): the row
+    # layout's two tile widths and the per-request layout, as far as K lets a request reach
+    # them (csrc_triton/_launch.py, row_cols).
+    widths = (1, *ROW_COLS, ROW_COLS[-1] + 1)
+    for width in widths:
+        token_ids, positions, _ = x.target(width)
+        num_outputs = width + x.k
+        for shift in (False, True):
+            _call("copy_and_expand_eagle_inputs", token_ids, positions,
+                  x.tensor("token_ids", [1]), x.zeros("token_ids", num_outputs),
+                  x.zeros("positions", num_outputs), x.zeros("mask", num_outputs),
+                  x.zeros("mask", num_outputs), x.out("counts"), x.zeros("counts", width),
+                  x.tensor("counts", [0, width]), x.tensor("counts", [width - 1]), 0, 0, x.k,
+                  shift)
+    return 2 * len(widths)
 
 
 @_warms("compute_new_slot_mapping")

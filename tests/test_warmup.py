@@ -71,15 +71,18 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
-    # One kernel per op, and 1.4 and 1.7 have a second layout for short requests.
-    assert len(kernels) == len(KERNELS) + 2
+    # One kernel per op, and 1.3, 1.4 and 1.7 have a second layout for short requests.
+    assert len(kernels) == len(KERNELS) + 3
     assert {"_compute_new_slot_mapping_kernel", "_compute_new_slot_mapping_rows_kernel"} <= kernels
     assert {c[-1] for n, c in launched if n == "_compute_new_slot_mapping_rows_kernel"} == \
         set(ROW_COLS)
     k, block_size = config["num_speculative_tokens"], config["block_size"]
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
-    assert {c[0] for n, c in launched if n == "_copy_and_expand_eagle_inputs_kernel"} == \
-        {False, True}
+    for name in ("_copy_and_expand_eagle_inputs_kernel",
+                 "_copy_and_expand_eagle_inputs_rows_kernel"):
+        assert {c[0] for n, c in launched if n == name} == {False, True}
+    assert {c[-1] for n, c in launched
+            if n == "_copy_and_expand_eagle_inputs_rows_kernel"} == set(ROW_COLS)
     dflash = {c for n, c in launched if n == "_copy_and_expand_dflash_inputs_kernel"}
     # (HAS_REJECTED, QUERY_PROGRAM): with and without rejected counts, short and long requests.
     assert {c[:2] for c in dflash} == set(itertools.product((False, True), repeat=2))
