@@ -1,6 +1,6 @@
-"""GPU µs of 1.4's and 1.7's two layouts on bench_ops' inputs: where the row layout pays.
+"""GPU µs of 1.3's, 1.4's and 1.7's two layouts on bench_ops' inputs: where the row layout pays.
 
-    python scripts/sweep_row_layout.py
+    python scripts/sweep_row_layout.py [SIZES [WARPS]]    e.g. 1,64,1024 2,4
 
 Each op through its launch function as shipped, once with the row layout (ROW_GROUP whole
 requests per program as one tile, csrc_triton/_launch.py) at 1, 2 and 4 warps, once with it
@@ -18,8 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_ops  # noqa: E402
 from spec_ops._triton import dflash, expand  # noqa: E402
 
-SIZES = (1, 64, 128, 256, 512, 1024)
-OPS = {"1.4": (dflash, "launch_copy_and_expand_dflash_inputs",
+SIZES = tuple(int(n) for n in sys.argv[1].split(",")) if len(sys.argv) > 1 else (
+    1, 64, 128, 256, 512, 1024)
+WARPS = tuple(int(n) for n in sys.argv[2].split(",")) if len(sys.argv) > 2 else (1, 2, 4)
+OPS = {"1.3": (expand, "launch_copy_and_expand_eagle_inputs",
+               expand._copy_and_expand_eagle_inputs_rows),
+       "1.4": (dflash, "launch_copy_and_expand_dflash_inputs",
                dflash._copy_and_expand_dflash_inputs_rows),
        "1.7": (expand, "launch_compute_new_slot_mapping", expand._compute_new_slot_mapping_rows)}
 
@@ -44,7 +48,7 @@ def main():
             expected = fn(*args)
             expected = outputs(op.name, state) if expected is None else [expected]
             cells = []
-            variants = [("per request", 0)] + [(f"rows/{w}", w) for w in (1, 2, 4)]
+            variants = [("per request", 0)] + [(f"rows/{w}", w) for w in WARPS]
             for name, warps in variants:
                 patches = ([mock.patch.object(module, "row_cols", lambda *a: None)] if not warps
                            else [mock.patch.object(rows_launcher, "num_warps", warps)])
