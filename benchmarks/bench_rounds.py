@@ -366,9 +366,10 @@ def main():
               "empty_kernel": floor, "cases": cases, "targets": targets}
     paths[0].write_text(json.dumps(report, indent=1))
     plot(cases, floor, paths[1])
-    if os.environ.get("OUT"):
+    out = os.environ.get("OUT")
+    if out and Path(out).resolve() != paths[0].parent.resolve():
         for path in paths:
-            shutil.copy(path, os.environ["OUT"])
+            shutil.copy(path, out)
 
     print(json.dumps(report["machine"]))
     print(f"wrote {', '.join(map(str, paths))} in {report['config']['seconds']} s")
