@@ -48,10 +48,11 @@ if LAUNCH_PATH_LIMIT not in LAUNCH_PATHS:
 PER_REQUEST_BLOCK = 64
 PER_REQUEST_WARPS = 1
 MAX_CHUNKS = 1024
-# The row layout of 1.4 and 1.7 for decode-sized requests: ROW_GROUP whole requests per
+# The row layout of 1.3, 1.4 and 1.7 for decode-sized requests: ROW_GROUP whole requests per
 # program as one [ROW_GROUP, cols] tile, ROW_WARPS warps. At 1024 decodes on the H200, 1.7
 # took 1.07 us per call in a CUDA graph against 1.64 with one program per request (tiles and
-# warps swept by scripts/sweep_row_layout.py; benchmarks/results/row_layout.txt).
+# warps swept by scripts/sweep_row_layout.py; benchmarks/results/row_layout.txt: 4 warps are
+# the fastest setting everywhere but 1.3 at R = 1024, where 2 warps took 1.06 against 1.12).
 ROW_GROUP = 8
 ROW_WARPS = 4
 ROW_COLS = (8, 16)

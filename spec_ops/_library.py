@@ -10,6 +10,9 @@ launch) without the dispatcher's round trip; wherever the dispatcher would do mo
 that kernel it calls the op (``EagerEntry``).
 """
 
+import itertools
+import operator
+import os
 from typing import Callable, NamedTuple
 
 import torch
@@ -47,26 +50,53 @@ def _probe(owner, name):
 _PROBES = tuple(_probe(torch._C, name) for name in (
     "_autograd._profiler_enabled", "_is_torch_function_mode_enabled",
     "_len_torch_dispatch_stack", "_get_tracing_state"))
-_SHORTCUT = None not in _PROBES and TensorGuards is not None
+# SPEC_OPS_EAGER_ENTRY=0 (read at import) turns the shortcut off: every call dispatches.
+_SHORTCUT = (None not in _PROBES and TensorGuards is not None
+             and os.environ.get("SPEC_OPS_EAGER_ENTRY", "1") != "0")
 _profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT else (None,) * 4
 _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
+
+
+def _is_tensor(schema_type):
+    if isinstance(schema_type, torch.OptionalType):
+        schema_type = schema_type.getElementType()
+    return isinstance(schema_type, torch.TensorType)
+
+
+def _scalar_types(schema_type):
+    """The Python types a scalar schema argument passes through unconverted."""
+    optional = isinstance(schema_type, torch.OptionalType)
+    base = schema_type.getElementType() if optional else schema_type
+    types = (bool,) if isinstance(base, torch.BoolType) else (int,)
+    return types + ((type(None),) if optional else ())
+
+
+def _getter(positions):
+    """args -> the tuple of args at ``positions``."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    return (lambda args: (args[positions[0]],)) if positions else (lambda args: ())
 
 
 class EagerEntry:
     """An op's eager entry: ``entry(*args)`` is ``op(*args)``, minus the dispatcher where that
     changes nothing.
 
-    The dispatcher adds 3-8 µs per call on the way to the Python CUDA kernel (its arguments
+    The dispatcher adds 3-6 µs per call on the way to the Python CUDA kernel (its arguments
     converted to C++ values and back). When nothing but that kernel would run, the entry calls
-    it directly: not tracing (torch.compile, TorchScript), no profiler, no torch function or
-    dispatch mode, every required tensor matching the layout of an earlier valid CUDA call
+    it directly: not tracing (torch.compile, torch.fx, TorchScript), no profiler, no torch
+    function or dispatch mode, every scalar argument a plain int or bool (or None where the
+    schema allows it) as the dispatcher would check, every required tensor matching the
+    layout of an earlier valid CUDA call
     (``KnownLayouts``: plain CUDA tensors with the same dispatch keys, inference-mode state,
     dtypes and unit strides) and every optional one a plain tensor. (The dispatched op bumps no
     version counter either: its kernel writes through Triton, not through torch ops.)
     Anything else, and
     every call the first time a layout is seen, goes through the dispatcher. Stateless apart
-    from the layouts' immutable tuple, so threads need no lock.
+    from the layouts' immutable tuple, so threads need no lock. RecordFunction observers that
+    run without the profiler being enabled (a standalone ExecutionTraceObserver) do not see
+    shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
     """
 
     # The CUDA kernel is what a call on CUDA tensors dispatches to. Tests that run the Triton
@@ -79,12 +109,20 @@ class EagerEntry:
         self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
         self.run = run          # (args, matrices): the CUDA kernel after the layout match
         self.optional = no_overlap.optional
+        # The scalar arguments' positions and the Python types the schema accepts as they are.
+        scalars = [(i, argument) for i, argument in enumerate(op._schema.arguments)
+                   if not _is_tensor(argument.type)]
+        self.scalars = _getter([i for i, _ in scalars])
+        self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
+                                                         for _, a in scalars)))
 
     def __call__(self, *args):
         if (_SHORTCUT and not _is_compiling() and not _profiling() and not _function_modes()
-                and not _dispatch_modes() and _tracing() is None):
-            matrices = (self.known.match(args) if (getattr(args[self.first], "is_cuda", False)
-                                                   or self.cpu_tensors_run_triton) else None)
+                and not _dispatch_modes() and _tracing() is None
+                and tuple(map(type, self.scalars(args))) in self.scalar_types):
+            first = args[self.first]
+            matrices = (self.known.match(args) if type(first) is _Tensor and (
+                first.is_cuda or self.cpu_tensors_run_triton) else None)
             if matrices is not None and (not self.optional or all(
                     args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
                 return self.run(args, matrices)

@@ -169,9 +169,9 @@ class OverlapCheck:
     that each element is the other's element of the same index), never a shifted overlap.
     Decided from metadata only.
 
-    The common case, no two arguments sharing memory, is settled from the sorted starts and
-    ends; anything else (an allowed alias, inputs sharing memory) takes the pairwise look,
-    which names the arguments.
+    The common case, no two arguments sharing memory (an allowed alias counting as one), is
+    settled from the sorted starts and ends; anything else (inputs sharing memory, an error)
+    takes the pairwise look, which names the arguments.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -191,6 +191,9 @@ class OverlapCheck:
                         else lambda args: (args[positions[0]],))
         self.may_alias = {frozenset(pair) for pair in may_alias}
         self.writes = any(written for _, _, written in self.arguments)
+        # The allowed pairs as places in self.tensors(args) (both are required tensors).
+        names = [schema.arguments[i].name for i in positions]
+        self.alias_slots = [(names.index(a), names.index(b)) for a, b in may_alias]
 
     def __call__(self, args, fake=False, matrices=None):
         """``matrices``: the positions of the 2-D tensors among the required ones, when known
@@ -212,6 +215,11 @@ class OverlapCheck:
                 rows, cols = t.shape
                 if rows and cols:
                     ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
+        for a, b in self.alias_slots:   # an allowed alias, the very same memory: one range
+            if starts[a] == starts[b] and (tensors[a].dim() < 2
+                                           or tensors[a].stride()[0] == tensors[b].stride()[0]):
+                ends[a] = max(ends[a], ends[b])
+                ends[b] = starts[b]     # empty: overlaps nothing
         # No two ranges intersect exactly when, with starts and ends sorted on their own,
         # the i-th smallest end is at most the (i+1)-th smallest start (at any address,
         # ranges begun minus ranges ended is then at most 1). Two C sorts of ints.

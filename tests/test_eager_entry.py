@@ -197,3 +197,45 @@ def test_the_public_function_compiles_to_the_op(op, backend):
     torch.compile(lambda *a: function(*a), backend=backend_fn, fullgraph=True)(*args)
     assert len(graphs) == 1
     assert any(node.target is op_overload(op) for node in graphs[0].graph.nodes)
+
+
+def test_fx_symbolic_trace_records_the_op(backend):
+    """torch.fx traces proxies, not tensors: the entry dispatches and fx records the op."""
+    import torch.fx
+
+    class Step(torch.nn.Module):
+        def forward(self, positions, block_table, seq_lens, clamped, slots):
+            spec_ops.eagle_step_update_slot_mapping_and_metadata(
+                positions, block_table, seq_lens, 16, 64, clamped, slots, None)
+            return slots
+
+    graph = torch.fx.symbolic_trace(Step()).graph
+    assert any(node.target is op_overload(OP) for node in graph.nodes)
+
+
+def test_scalars_the_schema_would_convert_or_reject_dispatch(backend, monkeypatch):
+    """A float where the schema has int, or a 0-dim tensor: the dispatcher decides."""
+    args = remembered(OP, backend)
+    dispatches = Dispatches(monkeypatch, OP)
+    with pytest.raises(RuntimeError):
+        getattr(spec_ops, OP)(*replaced(args, 3, float(args[3])))     # block_size
+    assert dispatches.count == 1
+    fresh = place(args, backend)
+    getattr(spec_ops, OP)(*replaced(fresh, 4, torch.tensor(args[4])))  # max_model_len
+    assert dispatches.count == 2
+    reference = place(args, backend)
+    getattr(spec_ops, OP)(*reference)
+    assert dispatches.count == 2
+    assert outputs(OP, fresh, None) == outputs(OP, reference, None)
+
+
+def test_the_shortcut_can_be_turned_off(backend):
+    """SPEC_OPS_EAGER_ENTRY=0: every call dispatches (read at import)."""
+    import os
+    import subprocess
+    import sys
+    code = "import spec_ops._library as l; print(l._SHORTCUT)"
+    for value, expected in (("0", "False"), ("1", str(spec_ops._library._SHORTCUT))):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env={**os.environ, "SPEC_OPS_EAGER_ENTRY": value}, check=True)
+        assert result.stdout.strip() == expected

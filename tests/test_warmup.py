@@ -55,7 +55,7 @@ def test_warmup_selects_ops_and_dtypes():
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     """The Triton kernels (compiled on a GPU, interpreted on CPU tensors without one) get the
     constexprs the configuration selects: both widths of sampled_token_ids, both shifts, with
-    and without rejected counts, short and long 1.4 and 1.7 requests, and every 1.6 block a
+    and without rejected counts, short and long 1.3, 1.4 and 1.7 requests, and every 1.6 block a
     batch of up to max_num_reqs rows takes."""
     launched = set()
     original = Launcher.__call__

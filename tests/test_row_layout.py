@@ -1,0 +1,117 @@
+"""The row layout of 1.3, 1.4 and 1.7 (decode-sized batches, several requests per program) on
+garbage query_start_loc values, which no check can see without reading the device: it writes
+nothing outside its out buffers, and 1.7's row layout writes what the per-request layout
+writes wherever one request owns an entry. (Valid inputs take either layout in the property
+tests.)"""
+
+import random
+from unittest import mock
+
+import pytest
+import torch
+
+from backends import HAS_CUDA
+from spec_ops._triton import dflash, expand
+from spec_ops._triton._launch import ROW_COLS
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+POISON, PAD = -7777, 32
+CASES = 40
+
+
+def guarded(size, dtype=torch.int64):
+    """(buffer with PAD poisoned entries on each side, the view between them)."""
+    fill = False if dtype == torch.bool else POISON
+    buffer = torch.full((size + 2 * PAD,), fill, dtype=dtype, device=DEVICE)
+    return buffer, buffer[PAD:PAD + size]
+
+
+def assert_bands_intact(buffers, views):
+    for buffer, view in zip(buffers, views):
+        fill = False if buffer.dtype == torch.bool else POISON
+        assert (buffer[:PAD] == fill).all() and (buffer[PAD + view.shape[0]:] == fill).all()
+
+
+def garbage_starts(rng, num_reqs):
+    return torch.tensor([rng.randint(-60, 60) for _ in range(num_reqs + 1)],
+                        dtype=torch.int32, device=DEVICE)
+
+
+def forced(module, cols):
+    """The launch functions' layout choice fixed: ``cols`` wide rows, or None (per request)."""
+    return mock.patch.object(module, "row_cols", lambda *args: cols)
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_new_slot_mapping_rows_equal_per_request_on_garbage(seed):
+    rng = random.Random(seed)
+    num_reqs, num_new = rng.choice([0, 1, 7, 9, 17]), rng.randint(0, 3)
+    starts = garbage_starts(rng, num_reqs)
+    num_entries = rng.randint(0, 12 * max(num_reqs, 1))
+    block_table = torch.randint(0, 100, (max(num_reqs, 1), 8), dtype=torch.int32,
+                                device=DEVICE)
+    positions = torch.randint(0, 60, (num_entries,), device=DEVICE)
+    rejected = torch.rand(num_entries, device=DEVICE) < 0.2
+    results = {}
+    for cols in (None, *ROW_COLS):
+        buffer, out = guarded(num_entries)
+        with forced(expand, cols):
+            expand.launch_compute_new_slot_mapping(block_table, starts, positions, rejected,
+                                                   out, 16, num_new, 50)
+        assert_bands_intact([buffer], [out])
+        results[cols] = out.cpu()
+    # Entries that two requests own (overlapping garbage ranges) may be written by either.
+    owners = [0] * num_entries
+    first = int(starts[0])
+    for r in range(num_reqs + 1):
+        start = int(starts[r]) - first + r * num_new
+        count = (int(starts[r + 1]) - int(starts[r]) + num_new if r < num_reqs
+                 else num_entries - start)
+        for j in range(max(-start, 0), min(count, num_entries - start)):
+            owners[start + j] += 1
+    single = torch.tensor([n <= 1 for n in owners], dtype=torch.bool)
+    for cols in ROW_COLS:
+        assert torch.equal(results[cols][single], results[None][single]), cols
+
+
+@pytest.mark.parametrize("cols", ROW_COLS)
+@pytest.mark.parametrize("seed", range(CASES // 2))
+def test_expand_rows_write_inside_their_buffers_on_garbage(seed, cols):
+    rng = random.Random(seed)
+    num_reqs, slots, shift = rng.choice([1, 7, 9, 17]), rng.randint(1, 4), rng.random() < 0.5
+    num_tokens = rng.randint(1, 12 * num_reqs)
+    num_outputs = num_tokens + num_reqs * (slots - 1 if shift else slots)
+    sizes = [(num_outputs, torch.int64), (num_outputs, torch.int64), (num_outputs, torch.bool),
+             (num_outputs, torch.bool), (num_reqs * slots, torch.int64),
+             (num_tokens, torch.int64)]
+    buffers, outs = zip(*[guarded(size, dtype) for size, dtype in sizes])
+    ends = torch.tensor([rng.randint(-60, 60) for _ in range(num_reqs)], dtype=torch.int32,
+                        device=DEVICE)
+    with forced(expand, cols):
+        expand.launch_copy_and_expand_eagle_inputs(
+            torch.randint(0, 1000, (num_tokens,), device=DEVICE),
+            torch.randint(0, 100, (num_tokens,), device=DEVICE),
+            torch.randint(0, 1000, (num_reqs,), dtype=torch.int32, device=DEVICE), *outs,
+            garbage_starts(rng, num_reqs), ends, 3, 1001, slots, shift, num_outputs)
+    assert_bands_intact(buffers, outs)
+
+
+@pytest.mark.parametrize("cols", ROW_COLS)
+@pytest.mark.parametrize("seed", range(CASES // 2))
+def test_dflash_rows_write_inside_their_buffers_on_garbage(seed, cols):
+    rng = random.Random(seed)
+    num_reqs, num_query = rng.choice([1, 7, 9, 17]), rng.randint(1, 4)
+    num_context = rng.randint(1, 12 * num_reqs)
+    sizes = [num_reqs * num_query, num_context, num_reqs * num_query, num_context,
+             num_reqs * num_query, num_reqs * (num_query - 1)]
+    buffers, outs = zip(*[guarded(size) for size in sizes])
+    rejected = torch.tensor([rng.randint(-5, 20) for _ in range(num_reqs)], dtype=torch.int32,
+                            device=DEVICE)
+    with forced(dflash, cols):
+        dflash.launch_copy_and_expand_dflash_inputs(
+            torch.randint(0, 1000, (num_reqs,), dtype=torch.int32, device=DEVICE),
+            torch.randint(0, 100, (num_context,), device=DEVICE), *outs,
+            torch.randint(0, 100, (num_reqs, 8), dtype=torch.int32, device=DEVICE),
+            garbage_starts(rng, num_reqs), rejected if rng.random() < 0.5 else None, 1001,
+            16, num_query, num_query - 1)
+    assert_bands_intact(buffers, outs)
