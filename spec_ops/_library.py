@@ -11,13 +11,18 @@ that kernel it calls the op (``EagerEntry``).
 """
 
 import itertools
-import operator
 import os
 from typing import Callable, NamedTuple
 
 import torch
 
-from .validation import KnownLayouts, OverlapCheck, TensorGuards
+from .validation import (
+    KnownLayouts,
+    OverlapCheck,
+    TensorGuards,
+    argument_getter,
+    is_tensor_type,
+)
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
 
@@ -58,25 +63,12 @@ _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
 
 
-def _is_tensor(schema_type):
-    if isinstance(schema_type, torch.OptionalType):
-        schema_type = schema_type.getElementType()
-    return isinstance(schema_type, torch.TensorType)
-
-
 def _scalar_types(schema_type):
     """The Python types a scalar schema argument passes through unconverted."""
     optional = isinstance(schema_type, torch.OptionalType)
     base = schema_type.getElementType() if optional else schema_type
     types = (bool,) if isinstance(base, torch.BoolType) else (int,)
     return types + ((type(None),) if optional else ())
-
-
-def _getter(positions):
-    """args -> the tuple of args at ``positions``."""
-    if len(positions) > 1:
-        return operator.itemgetter(*positions)
-    return (lambda args: (args[positions[0]],)) if positions else (lambda args: ())
 
 
 class EagerEntry:
@@ -111,8 +103,8 @@ class EagerEntry:
         self.optional = no_overlap.optional
         # The scalar arguments' positions and the Python types the schema accepts as they are.
         scalars = [(i, argument) for i, argument in enumerate(op._schema.arguments)
-                   if not _is_tensor(argument.type)]
-        self.scalars = _getter([i for i, _ in scalars])
+                   if not is_tensor_type(argument.type)]
+        self.scalars = argument_getter([i for i, _ in scalars])
         self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
                                                          for _, a in scalars)))
 

@@ -92,6 +92,20 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
 
 
+def argument_getter(positions):
+    """args -> the tuple of the arguments at ``positions`` (one C call for two or more)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    return (lambda args: (args[positions[0]],)) if positions else (lambda args: ())
+
+
+def is_tensor_type(schema_type):
+    """Whether a schema argument is a Tensor or a Tensor?."""
+    if isinstance(schema_type, torch.OptionalType):
+        schema_type = schema_type.getElementType()
+    return isinstance(schema_type, torch.TensorType)
+
+
 try:        # dynamo's C++ tensor-metadata guard; without it every call takes the full check
     from torch._C._dynamo.guards import TensorGuards
 except ImportError:
@@ -114,8 +128,7 @@ class KnownLayouts:
     MAX_REMEMBERED = 8      # e.g. one dtype mix on each of 8 GPUs
 
     def __init__(self, tensor_positions):
-        self.tensors = (operator.itemgetter(*tensor_positions) if len(tensor_positions) > 1
-                        else lambda args: (args[tensor_positions[0]],))
+        self.tensors = argument_getter(tensor_positions)
         self.guards = ()
 
     @classmethod
@@ -178,17 +191,13 @@ class OverlapCheck:
         self.op = op
         self.arguments = [
             (i, argument.name, argument.alias_info is not None and argument.alias_info.is_write)
-            for i, argument in enumerate(schema.arguments)
-            if isinstance(argument.type, torch.TensorType)
-            or (isinstance(argument.type, torch.OptionalType)
-                and isinstance(argument.type.getElementType(), torch.TensorType))]
+            for i, argument in enumerate(schema.arguments) if is_tensor_type(argument.type)]
         # Required tensors first, in schema order (the order KnownLayouts.match counts in).
         required = [i for i, argument in enumerate(schema.arguments)
                     if isinstance(argument.type, torch.TensorType)]
         self.optional = [i for i, _, _ in self.arguments if i not in required]
         positions = required + self.optional
-        self.tensors = (operator.itemgetter(*positions) if len(positions) > 1
-                        else lambda args: (args[positions[0]],))
+        self.tensors = argument_getter(positions)
         self.may_alias = {frozenset(pair) for pair in may_alias}
         self.writes = any(written for _, _, written in self.arguments)
         # The allowed pairs as places in self.tensors(args) (both are required tensors).
