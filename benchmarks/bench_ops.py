@@ -861,6 +861,15 @@ def plot(cases, floor, path):
     plt.close(figure)
 
 
+def copy_to_out(paths):
+    """Copy the result files to $OUT when it is set and is not where they already are."""
+    out = os.environ.get("OUT")
+    if out and Path(out).resolve() != Path(paths[0]).parent.resolve():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            shutil.copy(path, out)
+
+
 def machine_info():
     return {
         "gpu": None if SMOKE else torch.cuda.get_device_name(),
@@ -906,10 +915,7 @@ def main():
               "empty_kernel": floor, "cases": cases, "targets": targets}
     paths[0].write_text(json.dumps(report, indent=1))
     plot(cases, floor, paths[1])
-    out = os.environ.get("OUT")
-    if out and Path(out).resolve() != paths[0].parent.resolve():
-        for path in paths:
-            shutil.copy(path, out)
+    copy_to_out(paths)
 
     print(json.dumps(report["machine"]))
     print_results(cases, floor)

@@ -28,8 +28,6 @@ code paths, timing only the host side of the CPU kernels.
 import argparse
 import functools
 import json
-import os
-import shutil
 import sys
 import tempfile
 import time
@@ -366,10 +364,7 @@ def main():
               "empty_kernel": floor, "cases": cases, "targets": targets}
     paths[0].write_text(json.dumps(report, indent=1))
     plot(cases, floor, paths[1])
-    out = os.environ.get("OUT")
-    if out and Path(out).resolve() != paths[0].parent.resolve():
-        for path in paths:
-            shutil.copy(path, out)
+    bench_ops.copy_to_out(paths)
 
     print(json.dumps(report["machine"]))
     print(f"wrote {', '.join(map(str, paths))} in {report['config']['seconds']} s")
