@@ -150,12 +150,13 @@ def _new_slot_mapping(x, max_num_reqs):
     # A request of up to 8, 16 and 17 entries (K new ones among them): the row layout's two
     # tile widths and the per-request layout (csrc_triton/_launch.py, row_cols).
     targets = (*ROW_COLS, ROW_COLS[-1] + 1)
-    for num_tokens in sorted({max(target - x.k, 0) for target in targets}):
+    token_counts = sorted({max(target - x.k, 0) for target in targets})
+    for num_tokens in token_counts:
         num_entries = num_tokens + x.k
         _call("compute_new_slot_mapping", x.block_table(), x.tensor("counts", [0, num_tokens]),
               x.tensor("positions", list(range(num_entries))), x.zeros("mask", num_entries),
               x.block_size, x.k, x.max_model_len)
-    return len({max(target - x.k, 0) for target in targets})
+    return len(token_counts)
 
 
 @_warms("copy_and_expand_dflash_inputs")
