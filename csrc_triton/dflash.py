@@ -36,14 +36,23 @@ DECODE_BLOCK = 128     # lanes per program without a query program (the layout m
 
 
 @triton.jit
+def context_slots(target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+                  req, i, owned, BLOCK_SIZE: tl.constexpr):
+    """Context tokens ``i`` (where ``owned``) of request ``req``: (position, slot), loads only."""
+    position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       position, owned, BLOCK_SIZE)
+    return position, slot
+
+
+@triton.jit
 def context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
                    block_table_ptr, block_table_row_stride, num_block_cols, req, i, owned,
                    BLOCK_SIZE: tl.constexpr):
     """Context tokens ``i`` (where ``owned``) of request ``req``: their own positions, and
     slots in the request's blocks."""
-    position = tl.load(target_positions_ptr + i, mask=owned, other=0).to(tl.int64)
-    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       position, owned, BLOCK_SIZE)
+    position, slot = context_slots(target_positions_ptr, block_table_ptr, block_table_row_stride,
+                                   num_block_cols, req, i, owned, BLOCK_SIZE)
     tl.store(out_context_positions_ptr + i, position, mask=owned)
     tl.store(out_context_slot_ptr + i, slot, mask=owned)
 
@@ -65,6 +74,34 @@ def write_context(target_positions_ptr, out_context_positions_ptr, out_context_s
 
 
 @triton.jit
+def query_slots(block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
+                num_query_per_req, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Request req's query tokens, loads only: (q, is_query, out index, position, slot) for
+    queries q at the positions after last_position (none when num_query_per_req is 0)."""
+    q = tl.arange(0, BLOCK_Q)
+    is_query = q < num_query_per_req
+    out = req * num_query_per_req + q
+    position = last_position + 1 + q
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       position, is_query, BLOCK_SIZE)
+    return q, is_query, out, position, slot
+
+
+@triton.jit
+def store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
+                  num_speculative_tokens, q, is_query, out, position, slot):
+    """``query_slots``' queries written: [next token, mask, mask, ...], their positions and
+    slots, and where the K drafted ones landed."""
+    tl.store(out_input_ids_ptr + out, tl.where(q == 0, next_token, parallel_drafting_token_id),
+             mask=is_query)
+    tl.store(out_query_positions_ptr + out, position, mask=is_query)
+    tl.store(out_query_slot_ptr + out, slot, mask=is_query)
+    tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
+             mask=is_query & (q >= 1))
+
+
+@triton.jit
 def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
                   out_token_indices_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
                   req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
@@ -72,18 +109,12 @@ def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr
     """Request req's query tokens r * Q + q: [next token, mask, mask, ...] at the positions
     after last_position (none when num_query_per_req is 0). Per-request values may be
     [ROWS, 1] columns (the row layout): every query of every row at once."""
-    q = tl.arange(0, BLOCK_Q)
-    is_query = q < num_query_per_req
-    out = req * num_query_per_req + q
-    position = last_position + 1 + q
-    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       position, is_query, BLOCK_SIZE)
-    tl.store(out_input_ids_ptr + out, tl.where(q == 0, next_token, parallel_drafting_token_id),
-             mask=is_query)
-    tl.store(out_query_positions_ptr + out, position, mask=is_query)
-    tl.store(out_query_slot_ptr + out, slot, mask=is_query)
-    tl.store(out_token_indices_ptr + req * num_speculative_tokens + q - 1, out,
-             mask=is_query & (q >= 1))
+    q, is_query, out, position, slot = query_slots(
+        block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
+        num_query_per_req, BLOCK_SIZE, BLOCK_Q)
+    store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
+                  num_speculative_tokens, q, is_query, out, position, slot)
 
 
 @spec_kernel
@@ -163,23 +194,29 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
     stop = tl.where(is_request,
                     tl.minimum(context_end - context_start, num_context - context_start), 0)
     j = tl.arange(0, COLS)[None, :]
-    context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                   block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
-                   context_start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
-                   BLOCK_SIZE)
+    i = context_start[:, None] + j
+    owned = (j >= first[:, None]) & (j < stop[:, None])
+    # Every load of the tiles before any store: query_start_loc (and the rejected counts and
+    # next tokens), then the positions, then the block table, three round trips.
     valid_end = context_end
     if HAS_REJECTED:
         valid_end -= tl.load(num_rejected_ptr + req, mask=is_request, other=0).to(tl.int64)
+    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
     last_position = tl.load(target_positions_ptr + valid_end - 1,
                             mask=is_request & (valid_end >= 1) & (valid_end <= num_context),
                             other=0).to(tl.int64)
-    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
-    write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
-                  out_token_indices_ptr, block_table_ptr, block_table_row_stride,
-                  num_block_cols, req[:, None], next_token[:, None], last_position[:, None],
-                  parallel_drafting_token_id,
-                  tl.where(is_request, num_query_per_req, 0)[:, None], num_speculative_tokens,
-                  BLOCK_SIZE, BLOCK_Q)
+    position, slot = context_slots(target_positions_ptr, block_table_ptr, block_table_row_stride,
+                                   num_block_cols, req[:, None], i, owned, BLOCK_SIZE)
+    q, is_query, out, query_position, query_slot = query_slots(
+        block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
+        last_position[:, None], tl.where(is_request, num_query_per_req, 0)[:, None],
+        BLOCK_SIZE, BLOCK_Q)
+    tl.store(out_context_positions_ptr + i, position, mask=owned)
+    tl.store(out_context_slot_ptr + i, slot, mask=owned)
+    store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, req[:, None], next_token[:, None],
+                  parallel_drafting_token_id, num_speculative_tokens, q, is_query, out,
+                  query_position, query_slot)
     if tl.max(stop) > COLS:
         for row in range(ROWS):
             row_start = row_value(context_start, row, ROWS)

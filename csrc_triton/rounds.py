@@ -24,10 +24,14 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
-from .dflash import write_context, write_queries
+from .dflash import context_slots, context_tokens, query_slots, store_queries
 from .draft_step import _advance
 from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
+
+# Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
+# this many at a time).
+STEP_LANES = tl.constexpr(16)
 
 
 @triton.jit
@@ -56,19 +60,59 @@ def _fill_padding(ptr, row_stride, num_rows, start, stop, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
+                 seq_len, max_model_len, first_step, num_steps, BLOCK_SIZE: tl.constexpr,
+                 STEPS: tl.constexpr):
+    """5.2's steps first_step ... first_step + STEPS - 1 of row req as vectors, loads only:
+    (step, live, position, seq_len, slot), live where step < num_steps. Step s is 1.5's step
+    applied s + 1 times to (position, seq_len) in registers, so all the steps' block-table
+    reads are one round trip."""
+    step = first_step + tl.arange(0, STEPS)
+    live = step < num_steps
+    positions = tl.zeros((STEPS,), tl.int64) + position
+    seq_lens = tl.zeros((STEPS,), tl.int64) + seq_len
+    over = step < 0
+    for i in range(tl.minimum(num_steps, first_step + STEPS)):
+        advanced, advanced_over, advanced_seq_len = _advance(positions, seq_lens, max_model_len)
+        take = step >= i
+        positions = tl.where(take, advanced, positions)
+        over = tl.where(take, advanced_over, over)
+        seq_lens = tl.where(take, advanced_seq_len, seq_lens)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req, positions,
+                       live & ~over, BLOCK_SIZE)
+    return step, live, positions, seq_lens, tl.where(over, -1, slot)
+
+
+@triton.jit
+def _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
+                 out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
+                 step, live, position, seq_len, slot):
+    """Column req of 5.2's step outs at rows ``step`` (where ``live``)."""
+    tl.store(out_positions_ptr + step * out_positions_row_stride + req, position, mask=live)
+    tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + req, seq_len, mask=live)
+    tl.store(out_slot_mapping_ptr + step * out_slot_mapping_row_stride + req, slot, mask=live)
+
+
+@triton.jit
 def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_positions_ptr,
                  out_positions_row_stride, out_slot_mapping_ptr, out_slot_mapping_row_stride,
                  out_seq_lens_ptr, out_seq_lens_row_stride, req, position, seq_len,
-                 max_model_len, num_steps, BLOCK_SIZE: tl.constexpr):
-    """Column req of 5.2's step outs: num_steps successive 1.5 steps from (position, seq_len)."""
-    for step in range(num_steps):
-        position, over, seq_len = _advance(position, seq_len, max_model_len)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           position, ~over, BLOCK_SIZE)
-        tl.store(out_positions_ptr + step * out_positions_row_stride + req, position)
-        tl.store(out_seq_lens_ptr + step * out_seq_lens_row_stride + req, seq_len)
-        tl.store(out_slot_mapping_ptr + step * out_slot_mapping_row_stride + req,
-                 tl.where(over, -1, slot))
+                 max_model_len, num_steps, values, BLOCK_SIZE: tl.constexpr,
+                 STEPS: tl.constexpr):
+    """Column req of 5.2's step outs: num_steps successive 1.5 steps from (position, seq_len).
+    ``values`` are the first STEPS steps' (``_step_values``, read before the first pass's
+    stores); later steps, if any, are computed here."""
+    step, live, step_position, step_seq_len, slot = values
+    _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
+                 out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
+                 step, live, step_position, step_seq_len, slot)
+    for first_step in range(STEPS, num_steps, STEPS):
+        step, live, step_position, step_seq_len, slot = _step_values(
+            block_table_ptr, block_table_row_stride, num_block_cols, req, position, seq_len,
+            max_model_len, first_step, num_steps, BLOCK_SIZE, STEPS)
+        _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
+                     out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
+                     req, step, live, step_position, step_seq_len, slot)
 
 
 @spec_kernel
@@ -102,11 +146,20 @@ def _prepare_eagle_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
+    head = is_request & (tl.program_id(1) == 0)
     next_token, count, last, rejected = _request_state(
         sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
         query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
     query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) - rejected
+    # The draft steps start at the last accepted token. A discarded row with drafts may point
+    # in front of the batch: read as position 0.
+    position = tl.load(target_positions_ptr + last, mask=head & (last >= 0) & (last < num_tokens),
+                       other=0).to(tl.int64)
+    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
+                         seq_len, max_model_len, 0, tl.where(head, num_steps, 0), BLOCK_SIZE,
+                         STEP_LANES)
 
     # The target batch one token to the left, the next token at the last accepted index.
     first, stop, step = request_chunks(query_start,
@@ -133,16 +186,11 @@ def _prepare_eagle_round_kernel(
         tl.store(next_token_ptr + req, next_token, mask=is_request)
         tl.store(valid_count_ptr + req, count, mask=is_request)
         tl.store(token_indices_ptr + req, last, mask=is_request)
-        # A discarded row with drafts may point in front of the batch: read as position 0.
-        position = tl.load(target_positions_ptr + last,
-                           mask=is_request & (last >= 0) & (last < num_tokens),
-                           other=0).to(tl.int64)
-        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
         _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
                      out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
                      step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                     req, position, seq_len, max_model_len, tl.where(is_request, num_steps, 0),
-                     BLOCK_SIZE)
+                     req, position, seq_len, max_model_len, tl.where(head, num_steps, 0), steps,
+                     BLOCK_SIZE, STEP_LANES)
 
 
 @spec_kernel
@@ -182,16 +230,26 @@ def _prepare_parallel_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
+    head = is_request & (tl.program_id(1) == 0)
     next_token, count, last, rejected = _request_state(
         sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
         query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
     query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    # N: shift drops each request's first input token, so it adds S - 1 tokens, not S.
+    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+    seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) + num_new
+    is_last_row = (req == tl.num_programs(0) - 1) & (tl.program_id(1) == 0)
+    batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_row, other=0)
     first_position = tl.load(target_positions_ptr + query_start,
                              mask=is_request & (query_start >= 0) & (query_start < num_tokens),
                              other=0).to(tl.int64)
-    # N: shift drops each request's first input token, so it adds S - 1 tokens, not S.
-    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+    # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs; their
+    # block-table reads go out beside the first pass's.
+    step_position = first_position + last - query_start + 1
+    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                         step_position, seq_len - rejected, max_model_len, 0,
+                         tl.where(head, num_steps, 0), BLOCK_SIZE, STEP_LANES)
 
     # 1.3's layout with last as the query end, and 1.7's slot of every entry.
     out_start = query_start + req * num_new
@@ -221,21 +279,17 @@ def _prepare_parallel_round_kernel(
                   input_batch_size, BLOCK)
 
     if tl.program_id(1) == 0:
-        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
         tl.store(next_token_ptr + req, next_token, mask=is_request)
         tl.store(valid_count_ptr + req, count, mask=is_request)
         tl.store(out_query_start_loc_ptr + req, out_start, mask=is_request)
         tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
-        is_last_row = req == tl.num_programs(0) - 1
-        batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_row, other=0)
         tl.store(out_query_start_loc_ptr + num_reqs, batch_end.to(tl.int64) + num_reqs * num_new,
                  mask=is_last_row)
-        # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
         _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
                      out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
                      step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                     req, first_position + last - query_start + 1, seq_len - rejected,
-                     max_model_len, tl.where(is_request, num_steps, 0), BLOCK_SIZE)
+                     req, step_position, seq_len - rejected, max_model_len,
+                     tl.where(head, num_steps, 0), steps, BLOCK_SIZE, STEP_LANES)
 
 
 @spec_kernel
@@ -268,40 +322,54 @@ def _prepare_dflash_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
+    chunk = tl.program_id(1).to(tl.int64)
+    head = is_request & (chunk == 0)
     context_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
     num_query = num_speculative_tokens + 1
-
-    # 1.4's context tokens: their own positions, and slots in the request's blocks.
-    write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                  block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
-                  tl.where(is_request, context_end, context_start), num_context,
-                  tl.program_id(1).to(tl.int64), tl.num_programs(1).to(tl.int64),
-                  BLOCK_SIZE, BLOCK)
-    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
-
     # Only the queries need the request's state (the context tokens are copied as they are).
-    if tl.program_id(1) == 0:
-        next_token, count, last, rejected = _request_state(
-            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-            query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
-        tl.store(next_token_ptr + req, next_token, mask=is_request)
-        tl.store(valid_count_ptr + req, count, mask=is_request)
-        tl.store(out_query_start_loc_ptr + req, req * num_query, mask=is_request)
-        tl.store(out_seq_lens_ptr + req,
-                 tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
-                 + num_query, mask=is_request)
-        tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
-                 mask=req == tl.num_programs(0) - 1)
-        # 1.4's queries after the last valid position; outside the batch it reads as 0.
-        last_position = tl.load(target_positions_ptr + last,
-                                mask=is_request & (last >= 0) & (last < num_context),
-                                other=0).to(tl.int64)
-        write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
-                      out_token_indices_ptr, block_table_ptr, block_table_row_stride,
-                      num_block_cols, req, next_token, last_position,
-                      parallel_drafting_token_id, tl.where(is_request, num_query, 0),
-                      num_speculative_tokens, BLOCK_SIZE, BLOCK_Q)
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, head, vocab_size, NUM_COLS)
+    seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) - rejected + num_query
+
+    # Every load before any store, so the chain is three round trips: query_start_loc and the
+    # state; the context's positions and the last valid one; the block table for both.
+    # 1.4's context tokens: their own positions, and slots in the request's blocks. This
+    # program's first context chunk here, any further ones after the stores.
+    first = tl.maximum(-context_start, 0)
+    stop = tl.minimum(tl.where(is_request, context_end, context_start) - context_start,
+                      num_context - context_start)
+    num_programs = tl.num_programs(1).to(tl.int64)
+    j = first + chunk * BLOCK + tl.arange(0, BLOCK)
+    owned = j < stop
+    # 1.4's queries after the last valid position; outside the batch it reads as 0.
+    last_position = tl.load(target_positions_ptr + last,
+                            mask=head & (last >= 0) & (last < num_context), other=0).to(tl.int64)
+    context_position, context_slot = context_slots(
+        target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols, req,
+        context_start + j, owned, BLOCK_SIZE)
+    q, is_query, out, query_position, query_slot = query_slots(
+        block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
+        tl.where(head, num_query, 0), BLOCK_SIZE, BLOCK_Q)
+
+    tl.store(out_context_positions_ptr + context_start + j, context_position, mask=owned)
+    tl.store(out_context_slot_ptr + context_start + j, context_slot, mask=owned)
+    store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
+                  num_speculative_tokens, q, is_query, out, query_position, query_slot)
+    tl.store(next_token_ptr + req, next_token, mask=head)
+    tl.store(valid_count_ptr + req, count, mask=head)
+    tl.store(out_query_start_loc_ptr + req, req * num_query, mask=head)
+    tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
+    tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
+             mask=(req == tl.num_programs(0) - 1) & (chunk == 0))
+    for chunk_start in range(first + (chunk + num_programs) * BLOCK, stop, num_programs * BLOCK):
+        jj = chunk_start + tl.arange(0, BLOCK)
+        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                       block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       context_start + jj, jj < stop, BLOCK_SIZE)
+    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
