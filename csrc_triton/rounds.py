@@ -1,27 +1,39 @@
 """One launch per draft round (docs/round_ops.md): 6.1 chain EAGLE / MTP, 6.2 parallel
 drafting, PARD and draft models, 6.3 DFlash.
 
-No output needs a value another request produced, so each round is one grid of (request,
-chunk) programs with no barrier. Every program that needs its request's 1.1 and 1.2 state
-recomputes it in registers (one pass over the request's W sampled columns); program (r, c)
-writes chunks c, c + C, ... of request r's first-pass tokens (as in 1.3 and 1.4), and program
-(r, 0) alone writes the per-request outputs and runs the request's draft steps (5.2 for one
-row). The grid has at least one row of programs, so an empty batch still writes its padding
-entries: those are constants, dealt out chunk by chunk over all programs, each entry stored by
-exactly one.
+No output needs a value another request produced, so each round is one grid with no barrier.
+Every program that needs a request's 1.1 and 1.2 state recomputes it in registers (one pass
+over the request's W sampled columns), then issues every load before its first store, so its
+chain of dependent global reads is three round trips: the inputs, the positions its slots
+start from, the block table (all draft steps' rows at once, as lanes of one vector).
+
+Two layouts, chosen from shapes as for 1.3, 1.4 and 1.7 (csrc_triton/_launch.py):
+
+* per request: program (r, c) writes chunks c, c + C, ... of request r's first-pass tokens,
+  and program (r, 0) alone the per-request outputs and the request's draft steps;
+* rows, for decode-sized batches (at most 8 or 16 first-pass tokens per request on average):
+  program p takes requests p * ROW_GROUP ... as tiles, [rows, tokens] and [rows, steps], any
+  longer request's remaining tokens in a loop after them.
+
+The grid has at least one program, so an empty batch still writes its padding entries: those
+are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, slot_lookup
+from ._indexing import request_chunks, row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
+    ROW_GROUP,
+    ROW_WARPS,
     Launcher,
+    cdiv,
     next_power_of_2,
     num_chunks,
     pdl_prologue,
+    row_cols,
     spec_kernel,
 )
 from .dflash import context_slots, context_tokens, query_slots, store_queries
@@ -61,17 +73,18 @@ def _fill_padding(ptr, row_stride, num_rows, start, stop, BLOCK: tl.constexpr):
 
 @triton.jit
 def _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
-                 seq_len, max_model_len, first_step, num_steps, BLOCK_SIZE: tl.constexpr,
+                 seq_len, max_model_len, first_step, num_steps, valid, BLOCK_SIZE: tl.constexpr,
                  STEPS: tl.constexpr):
-    """5.2's steps first_step ... first_step + STEPS - 1 of row req as vectors, loads only:
-    (step, live, position, seq_len, slot), live where step < num_steps. Step s is 1.5's step
+    """5.2's steps first_step ... first_step + STEPS - 1 of row req, loads only: (step, live,
+    position, seq_len, slot), live where step < num_steps and ``valid``. Step s is 1.5's step
     applied s + 1 times to (position, seq_len) in registers, so all the steps' block-table
-    reads are one round trip."""
+    reads are one round trip. Per-request values may be [ROWS, 1] columns (the row layout):
+    the results are then [ROWS, STEPS] tiles."""
     step = first_step + tl.arange(0, STEPS)
-    live = step < num_steps
+    live = step < tl.where(valid, num_steps, 0)
     positions = tl.zeros((STEPS,), tl.int64) + position
     seq_lens = tl.zeros((STEPS,), tl.int64) + seq_len
-    over = step < 0
+    over = tl.zeros_like(positions) != 0
     for i in range(tl.minimum(num_steps, first_step + STEPS)):
         advanced, advanced_over, advanced_seq_len = _advance(positions, seq_lens, max_model_len)
         take = step >= i
@@ -97,11 +110,11 @@ def _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_p
 def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_positions_ptr,
                  out_positions_row_stride, out_slot_mapping_ptr, out_slot_mapping_row_stride,
                  out_seq_lens_ptr, out_seq_lens_row_stride, req, position, seq_len,
-                 max_model_len, num_steps, values, BLOCK_SIZE: tl.constexpr,
+                 max_model_len, num_steps, valid, values, BLOCK_SIZE: tl.constexpr,
                  STEPS: tl.constexpr):
-    """Column req of 5.2's step outs: num_steps successive 1.5 steps from (position, seq_len).
-    ``values`` are the first STEPS steps' (``_step_values``, read before the first pass's
-    stores); later steps, if any, are computed here."""
+    """Column req of 5.2's step outs (where ``valid``): num_steps successive 1.5 steps from
+    (position, seq_len). ``values`` are the first STEPS steps' (``_step_values``, read before
+    the first pass's stores); later steps, if any, are computed here."""
     step, live, step_position, step_seq_len, slot = values
     _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                  out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
@@ -109,11 +122,56 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
     for first_step in range(STEPS, num_steps, STEPS):
         step, live, step_position, step_seq_len, slot = _step_values(
             block_table_ptr, block_table_row_stride, num_block_cols, req, position, seq_len,
-            max_model_len, first_step, num_steps, BLOCK_SIZE, STEPS)
+            max_model_len, first_step, num_steps, valid, BLOCK_SIZE, STEPS)
         _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                      out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
                      req, step, live, step_position, step_seq_len, slot)
 
+
+@triton.jit
+def _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
+                      out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr, i, owned,
+                      last, next_token, num_tokens):
+    """6.1's first-pass tokens i (where ``owned``): the target batch one token to the left,
+    the next token at the request's last accepted index."""
+    has_successor = i + 1 < num_tokens
+    successor = tl.load(target_token_ids_ptr + i + 1, mask=owned & has_successor, other=0)
+    position = tl.load(target_positions_ptr + i, mask=owned)
+    slot = tl.load(target_slot_mapping_ptr + i, mask=owned)
+    is_last = i == last
+    tl.store(out_input_ids_ptr + i, tl.where(is_last, next_token, successor.to(tl.int64)),
+             mask=owned & (is_last | has_successor))
+    tl.store(out_positions_ptr + i, position, mask=owned)
+    tl.store(out_slot_mapping_ptr + i, slot, mask=owned)
+
+
+@triton.jit
+def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_stride,
+                         num_block_cols, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
+                         out_slot_mapping_ptr, out_new_token_indices_ptr,
+                         out_hidden_state_mapping_ptr, j, owned, req, out_start, query_start,
+                         query_next, num_valid, next_token, first_position, num_tokens,
+                         padding_token_id, parallel_drafting_token_id, num_padding_slots,
+                         max_model_len, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """6.2's first-pass entries out_start + j of request req (where ``owned``): 1.3's layout
+    with the last accepted index as the query end, and 1.7's slot of every entry."""
+    out = out_start + j
+    token, position, is_masked, is_rejected = expanded_tokens(
+        target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots, num_tokens,
+        next_token, first_position, parallel_drafting_token_id, padding_token_id, SHIFT)
+    keep = ~is_rejected & (position < max_model_len)
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       tl.minimum(position, max_model_len - 1), owned & keep, BLOCK_SIZE)
+    tl.store(out_input_ids_ptr + out, token, mask=owned)
+    tl.store(out_positions_ptr + out, position, mask=owned)
+    tl.store(out_masked_ptr + out, is_masked, mask=owned)
+    tl.store(out_slot_mapping_ptr + out, tl.where(keep, slot, -1), mask=owned)
+    store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                           owned, req, query_start, query_next, num_valid, num_padding_slots,
+                           num_tokens, SHIFT)
+
+
+# The three ops' parameters, shared by both layouts of each (the row kernels add ROWS, COLS).
 
 @spec_kernel
 def _prepare_eagle_round_kernel(
@@ -146,7 +204,7 @@ def _prepare_eagle_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
-    head = is_request & (tl.program_id(1) == 0)
+    head = is_request & (tl.program_id(1).to(tl.int64) == 0)
     next_token, count, last, rejected = _request_state(
         sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
         query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
@@ -158,39 +216,91 @@ def _prepare_eagle_round_kernel(
     position = tl.load(target_positions_ptr + last, mask=head & (last >= 0) & (last < num_tokens),
                        other=0).to(tl.int64)
     steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
-                         seq_len, max_model_len, 0, tl.where(head, num_steps, 0), BLOCK_SIZE,
-                         STEP_LANES)
+                         seq_len, max_model_len, 0, num_steps, head, BLOCK_SIZE, STEP_LANES)
 
-    # The target batch one token to the left, the next token at the last accepted index.
     first, stop, step = request_chunks(query_start,
                                        tl.where(is_request, query_next - query_start, 0),
                                        num_tokens, BLOCK)
     for chunk_start in range(first, stop, step):
         j = chunk_start + tl.arange(0, BLOCK)
-        i = query_start + j
-        owned = j < stop
-        has_successor = i + 1 < num_tokens
-        successor = tl.load(target_token_ids_ptr + i + 1, mask=owned & has_successor, other=0)
-        is_last = i == last
-        tl.store(out_input_ids_ptr + i, tl.where(is_last, next_token, successor.to(tl.int64)),
-                 mask=owned & (is_last | has_successor))
-        tl.store(out_positions_ptr + i, tl.load(target_positions_ptr + i, mask=owned),
-                 mask=owned)
-        tl.store(out_slot_mapping_ptr + i, tl.load(target_slot_mapping_ptr + i, mask=owned),
-                 mask=owned)
+        _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
+                          out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
+                          query_start + j, j < stop, last, next_token, num_tokens)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
     _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
                   input_batch_size, BLOCK)
 
-    if tl.program_id(1) == 0:
-        tl.store(next_token_ptr + req, next_token, mask=is_request)
-        tl.store(valid_count_ptr + req, count, mask=is_request)
-        tl.store(token_indices_ptr + req, last, mask=is_request)
-        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                     req, position, seq_len, max_model_len, tl.where(head, num_steps, 0), steps,
-                     BLOCK_SIZE, STEP_LANES)
+    tl.store(next_token_ptr + req, next_token, mask=head)
+    tl.store(valid_count_ptr + req, count, mask=head)
+    tl.store(token_indices_ptr + req, last, mask=head)
+    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                 position, seq_len, max_model_len, num_steps, head, steps, BLOCK_SIZE,
+                 STEP_LANES)
+
+
+@spec_kernel
+def _prepare_eagle_round_rows_kernel(
+    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
+    target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr, block_table_ptr,
+    seq_lens_ptr, next_token_ptr, valid_count_ptr, token_indices_ptr, out_input_ids_ptr,
+    out_positions_ptr, out_slot_mapping_ptr, out_step_positions_ptr, out_step_slot_mapping_ptr,
+    out_step_seq_lens_ptr,
+    num_reqs: tl.int64, num_tokens: tl.int64, num_input_tokens: tl.int64,
+    input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
+    step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
+    ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    is_request = req < num_reqs
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+    position = tl.load(target_positions_ptr + last,
+                       mask=is_request & (last >= 0) & (last < num_tokens), other=0).to(tl.int64)
+    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
+                         position[:, None], seq_len[:, None], max_model_len, 0, num_steps,
+                         is_request[:, None], BLOCK_SIZE, STEP_LANES)
+
+    first = tl.maximum(-query_start, 0)
+    stop = tl.where(is_request, tl.minimum(query_next - query_start, num_tokens - query_start), 0)
+    j = tl.arange(0, COLS)[None, :]
+    _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
+                      out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
+                      query_start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
+                      last[:, None], next_token[:, None], num_tokens)
+    if tl.max(stop) > COLS:
+        for row in range(ROWS):
+            row_start = row_value(query_start, row, ROWS)
+            row_stop = row_value(stop, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                _eagle_first_pass(target_token_ids_ptr, target_positions_ptr,
+                                  target_slot_mapping_ptr, out_input_ids_ptr, out_positions_ptr,
+                                  out_slot_mapping_ptr, row_start + jj, jj < row_stop,
+                                  row_value(last, row, ROWS), row_value(next_token, row, ROWS),
+                                  num_tokens)
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, BLOCK)
+
+    tl.store(next_token_ptr + req, next_token, mask=is_request)
+    tl.store(valid_count_ptr + req, count, mask=is_request)
+    tl.store(token_indices_ptr + req, last, mask=is_request)
+    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
+                 req[:, None], position[:, None], seq_len[:, None], max_model_len, num_steps,
+                 is_request[:, None], steps, BLOCK_SIZE, STEP_LANES)
 
 
 @spec_kernel
@@ -230,7 +340,7 @@ def _prepare_parallel_round_kernel(
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     is_request = req < num_reqs
-    head = is_request & (tl.program_id(1) == 0)
+    head = is_request & (tl.program_id(1).to(tl.int64) == 0)
     next_token, count, last, rejected = _request_state(
         sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
         query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
@@ -240,56 +350,131 @@ def _prepare_parallel_round_kernel(
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) + num_new
     is_last_row = (req == tl.num_programs(0) - 1) & (tl.program_id(1) == 0)
-    batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_row, other=0)
+    batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_row, other=0).to(tl.int64)
     first_position = tl.load(target_positions_ptr + query_start,
                              mask=is_request & (query_start >= 0) & (query_start < num_tokens),
                              other=0).to(tl.int64)
-    # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs; their
-    # block-table reads go out beside the first pass's.
+    # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
     step_position = first_position + last - query_start + 1
     steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                         step_position, seq_len - rejected, max_model_len, 0,
-                         tl.where(head, num_steps, 0), BLOCK_SIZE, STEP_LANES)
+                         step_position, seq_len - rejected, max_model_len, 0, num_steps, head,
+                         BLOCK_SIZE, STEP_LANES)
 
-    # 1.3's layout with last as the query end, and 1.7's slot of every entry.
     out_start = query_start + req * num_new
     num_valid = last - query_start + (0 if SHIFT else 1)
     total = tl.where(is_request, query_next - query_start + num_new, 0)
     first, stop, step = request_chunks(out_start, total, num_first_pass, BLOCK)
     for chunk_start in range(first, stop, step):
         j = chunk_start + tl.arange(0, BLOCK)
-        out = out_start + j
-        owned = j < stop
-        token, position, is_masked, is_rejected = expanded_tokens(
-            target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots,
-            num_tokens, next_token, first_position, parallel_drafting_token_id,
-            padding_token_id, SHIFT)
-        keep = ~is_rejected & (position < max_model_len)
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           tl.minimum(position, max_model_len - 1), owned & keep, BLOCK_SIZE)
-        tl.store(out_input_ids_ptr + out, token, mask=owned)
-        tl.store(out_positions_ptr + out, position, mask=owned)
-        tl.store(out_masked_ptr + out, is_masked, mask=owned)
-        tl.store(out_slot_mapping_ptr + out, tl.where(keep, slot, -1), mask=owned)
-        store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
-                               owned, req, query_start, query_next, num_valid,
-                               num_padding_slots, num_tokens, SHIFT)
+        _parallel_first_pass(
+            target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+            out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
+            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, j < stop, req,
+            out_start, query_start, query_next, num_valid, next_token, first_position,
+            num_tokens, padding_token_id, parallel_drafting_token_id, num_padding_slots,
+            max_model_len, SHIFT, BLOCK_SIZE)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
     _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
                   input_batch_size, BLOCK)
 
-    if tl.program_id(1) == 0:
-        tl.store(next_token_ptr + req, next_token, mask=is_request)
-        tl.store(valid_count_ptr + req, count, mask=is_request)
-        tl.store(out_query_start_loc_ptr + req, out_start, mask=is_request)
-        tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
-        tl.store(out_query_start_loc_ptr + num_reqs, batch_end.to(tl.int64) + num_reqs * num_new,
-                 mask=is_last_row)
-        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                     req, step_position, seq_len - rejected, max_model_len,
-                     tl.where(head, num_steps, 0), steps, BLOCK_SIZE, STEP_LANES)
+    tl.store(next_token_ptr + req, next_token, mask=head)
+    tl.store(valid_count_ptr + req, count, mask=head)
+    tl.store(out_query_start_loc_ptr + req, out_start, mask=head)
+    tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
+    tl.store(out_query_start_loc_ptr + num_reqs, batch_end + num_reqs * num_new,
+             mask=is_last_row)
+    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                 step_position, seq_len - rejected, max_model_len, num_steps, head, steps,
+                 BLOCK_SIZE, STEP_LANES)
+
+
+@spec_kernel
+def _prepare_parallel_round_rows_kernel(
+    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
+    target_token_ids_ptr, target_positions_ptr, block_table_ptr, seq_lens_ptr, next_token_ptr,
+    valid_count_ptr, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
+    out_new_token_indices_ptr, out_hidden_state_mapping_ptr, out_slot_mapping_ptr,
+    out_query_start_loc_ptr, out_seq_lens_ptr, out_step_positions_ptr,
+    out_step_slot_mapping_ptr, out_step_seq_lens_ptr,
+    num_reqs: tl.int64, num_tokens: tl.int64, num_first_pass: tl.int64,
+    num_input_tokens: tl.int64, input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_padding_slots: tl.int64, max_model_len: tl.int64, num_steps: tl.int64,
+    step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
+    step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    is_request = req < num_reqs
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+    seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
+    is_last_program = tl.program_id(0) == tl.num_programs(0) - 1
+    batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_program,
+                        other=0).to(tl.int64)
+    first_position = tl.load(target_positions_ptr + query_start,
+                             mask=is_request & (query_start >= 0) & (query_start < num_tokens),
+                             other=0).to(tl.int64)
+    step_position = first_position + last - query_start + 1
+    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
+                         step_position[:, None], (seq_len - rejected)[:, None], max_model_len,
+                         0, num_steps, is_request[:, None], BLOCK_SIZE, STEP_LANES)
+
+    out_start = query_start + req * num_new
+    num_valid = last - query_start + (0 if SHIFT else 1)
+    first = tl.maximum(-out_start, 0)
+    stop = tl.where(is_request, tl.minimum(query_next - query_start + num_new,
+                                           num_first_pass - out_start), 0)
+    j = tl.arange(0, COLS)[None, :]
+    _parallel_first_pass(
+        target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+        out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
+        out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j,
+        (j >= first[:, None]) & (j < stop[:, None]), req[:, None], out_start[:, None],
+        query_start[:, None], query_next[:, None], num_valid[:, None], next_token[:, None],
+        first_position[:, None], num_tokens, padding_token_id, parallel_drafting_token_id,
+        num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
+    if tl.max(stop) > COLS:
+        for row in range(ROWS):
+            row_stop = row_value(stop, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                _parallel_first_pass(
+                    target_token_ids_ptr, block_table_ptr, block_table_row_stride,
+                    num_block_cols, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
+                    out_slot_mapping_ptr, out_new_token_indices_ptr,
+                    out_hidden_state_mapping_ptr, jj, jj < row_stop,
+                    tl.program_id(0).to(tl.int64) * ROWS + row,
+                    row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
+                    row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
+                    row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
+                    num_tokens, padding_token_id, parallel_drafting_token_id,
+                    num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, BLOCK)
+
+    tl.store(next_token_ptr + req, next_token, mask=is_request)
+    tl.store(valid_count_ptr + req, count, mask=is_request)
+    tl.store(out_query_start_loc_ptr + req, out_start, mask=is_request)
+    tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
+    tl.store(out_query_start_loc_ptr + num_reqs, batch_end + num_reqs * num_new,
+             mask=is_last_program)
+    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
+                 req[:, None], step_position[:, None], (seq_len - rejected)[:, None],
+                 max_model_len, num_steps, is_request[:, None], steps, BLOCK_SIZE, STEP_LANES)
 
 
 @spec_kernel
@@ -333,10 +518,8 @@ def _prepare_dflash_round_kernel(
         query_start_loc_ptr, req, head, vocab_size, NUM_COLS)
     seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) - rejected + num_query
 
-    # Every load before any store, so the chain is three round trips: query_start_loc and the
-    # state; the context's positions and the last valid one; the block table for both.
-    # 1.4's context tokens: their own positions, and slots in the request's blocks. This
-    # program's first context chunk here, any further ones after the stores.
+    # 1.4's context tokens (their own positions, and slots in the request's blocks): this
+    # program's first chunk before any store, any further ones after.
     first = tl.maximum(-context_start, 0)
     stop = tl.minimum(tl.where(is_request, context_end, context_start) - context_start,
                       num_context - context_start)
@@ -372,9 +555,91 @@ def _prepare_dflash_round_kernel(
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
+@spec_kernel
+def _prepare_dflash_round_rows_kernel(
+    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
+    target_positions_ptr, block_table_ptr, seq_lens_ptr, next_token_ptr, valid_count_ptr,
+    out_input_ids_ptr, out_context_positions_ptr, out_query_positions_ptr,
+    out_context_slot_ptr, out_query_slot_ptr, out_token_indices_ptr, out_query_start_loc_ptr,
+    out_seq_lens_ptr,
+    num_reqs: tl.int64, num_context: tl.int64, num_input_tokens: tl.int64,
+    sampled_row_stride: tl.int64, block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_speculative_tokens: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
+    BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
+):
+    pdl_prologue(PDL)
+    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    is_request = req < num_reqs
+    context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    num_query = num_speculative_tokens + 1
+    next_token, count, last, rejected = _request_state(
+        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
+    seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+               + num_query)
+
+    first = tl.maximum(-context_start, 0)
+    stop = tl.where(is_request,
+                    tl.minimum(context_end - context_start, num_context - context_start), 0)
+    j = tl.arange(0, COLS)[None, :]
+    i = context_start[:, None] + j
+    owned = (j >= first[:, None]) & (j < stop[:, None])
+    last_position = tl.load(target_positions_ptr + last,
+                            mask=is_request & (last >= 0) & (last < num_context),
+                            other=0).to(tl.int64)
+    context_position, context_slot = context_slots(
+        target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+        req[:, None], i, owned, BLOCK_SIZE)
+    q, is_query, out, query_position, query_slot = query_slots(
+        block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
+        last_position[:, None], tl.where(is_request, num_query, 0)[:, None], BLOCK_SIZE,
+        BLOCK_Q)
+
+    tl.store(out_context_positions_ptr + i, context_position, mask=owned)
+    tl.store(out_context_slot_ptr + i, context_slot, mask=owned)
+    store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                  out_token_indices_ptr, req[:, None], next_token[:, None],
+                  parallel_drafting_token_id, num_speculative_tokens, q, is_query, out,
+                  query_position, query_slot)
+    tl.store(next_token_ptr + req, next_token, mask=is_request)
+    tl.store(valid_count_ptr + req, count, mask=is_request)
+    tl.store(out_query_start_loc_ptr + req, req * num_query, mask=is_request)
+    tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
+    tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
+             mask=tl.program_id(0) == tl.num_programs(0) - 1)
+    if tl.max(stop) > COLS:
+        for row in range(ROWS):
+            row_start = row_value(context_start, row, ROWS)
+            row_stop = row_value(stop, row, ROWS)
+            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
+                                     ROWS * COLS):
+                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                context_tokens(target_positions_ptr, out_context_positions_ptr,
+                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
+                               num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,
+                               row_start + jj, jj < row_stop, BLOCK_SIZE)
+    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
+
+
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
+_prepare_eagle_round_rows = Launcher(_prepare_eagle_round_rows_kernel, ROW_WARPS)
 _prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PER_REQUEST_WARPS)
+_prepare_parallel_round_rows = Launcher(_prepare_parallel_round_rows_kernel, ROW_WARPS)
 _prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
+_prepare_dflash_round_rows = Launcher(_prepare_dflash_round_rows_kernel, ROW_WARPS)
+
+
+def _launch(per_request, rows, num_reqs, num_items, args):
+    """One launch of a round op: the row layout when its requests average few enough first-pass
+    items (``row_cols``), else the per-request x chunk grid; at least one program."""
+    cols = row_cols(num_items, num_reqs)
+    if cols is not None:
+        rows(max(cdiv(num_reqs, ROW_GROUP), 1), (*args, ROW_GROUP, cols))
+    else:
+        per_request(max(num_reqs, 1), args, grid_y=num_chunks(num_items, num_reqs))
 
 
 def launch_prepare_eagle_round(
@@ -386,8 +651,8 @@ def launch_prepare_eagle_round(
         num_steps, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
     num_tokens = target_token_ids.shape[0]
-    _prepare_eagle_round(
-        max(num_reqs, 1),
+    _launch(
+        _prepare_eagle_round, _prepare_eagle_round_rows, num_reqs, num_tokens,
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
          seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
@@ -396,8 +661,7 @@ def launch_prepare_eagle_round(
          input_batch_size, sampled_token_ids.stride()[0], block_table.stride()[0],
          block_table.shape[1], vocab_size, max_model_len, num_steps,
          out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_tokens, num_reqs))
+         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK))
 
 
 def launch_prepare_parallel_round(
@@ -410,8 +674,8 @@ def launch_prepare_parallel_round(
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids, block_size,
         max_model_len, num_steps, num_first_pass, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
-    _prepare_parallel_round(
-        max(num_reqs, 1),
+    _launch(
+        _prepare_parallel_round, _prepare_parallel_round_rows, num_reqs, num_first_pass,
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
          next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
@@ -423,8 +687,7 @@ def launch_prepare_parallel_round(
          parallel_drafting_token_id, num_padding_slots_per_request, max_model_len, num_steps,
          out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
          out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size,
-         PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_first_pass, num_reqs))
+         PER_REQUEST_BLOCK))
 
 
 def launch_prepare_dflash_round(
@@ -436,8 +699,8 @@ def launch_prepare_dflash_round(
         num_speculative_tokens, num_input_tokens):
     num_reqs, num_cols = sampled_token_ids.shape
     num_context = target_positions.shape[0]
-    _prepare_dflash_round(
-        max(num_reqs, 1),
+    _launch(
+        _prepare_dflash_round, _prepare_dflash_round_rows, num_reqs, num_context,
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
          valid_sampled_tokens_count, out_input_ids, out_context_positions,
@@ -445,5 +708,4 @@ def launch_prepare_dflash_round(
          out_token_indices, out_query_start_loc, out_seq_lens, num_reqs, num_context,
          num_input_tokens, sampled_token_ids.stride()[0], block_table.stride()[0],
          block_table.shape[1], vocab_size, parallel_drafting_token_id, num_speculative_tokens,
-         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_context, num_reqs))
+         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK))

@@ -222,30 +222,49 @@ def _step_outs(x, num_steps):
             x.zeros("counts", rows, 1))
 
 
+# First-pass items per request that reach each layout of the round ops: the row layout's two
+# tile widths and the per-request layout (csrc_triton/_launch.py, row_cols).
+_ROUND_ITEMS = (*ROW_COLS, ROW_COLS[-1] + 1)
+
+
+def _round_batch(x, width, num_tokens):
+    """sampled_token_ids ... query_start_loc of one request whose ``width`` sampled columns
+    follow ``num_tokens`` target tokens, and its target token ids, positions and seq_lens."""
+    sampled, discard, backup, cu_num_draft_tokens, _ = x.verified(width)
+    return ((sampled, discard, backup, cu_num_draft_tokens, x.tensor("counts", [0, num_tokens])),
+            x.target(num_tokens))
+
+
 @_warms("prepare_eagle_round")
 def _eagle_round(x, max_num_reqs):
     num_steps = x.k - 1
-    for width in x.widths:
-        token_ids, positions, seq_lens = x.target(width)
-        _call("prepare_eagle_round", *x.verified(width), token_ids, positions,
-              x.tensor("slot_mapping", list(range(width))), x.block_table(), seq_lens,
-              x.out("token_ids"), x.out("counts"), x.out("counts"), x.out("token_ids"),
-              x.out("positions"), x.out("slot_mapping"), *_step_outs(x, num_steps),
-              x.vocab_size, x.block_size, x.max_model_len, num_steps)
-    return len(x.widths)
+    variants = list(itertools.product(x.widths, _ROUND_ITEMS))
+    for width, num_tokens in variants:
+        verified, (token_ids, positions, seq_lens) = _round_batch(x, width, num_tokens)
+        _call("prepare_eagle_round", *verified, token_ids, positions,
+              x.tensor("slot_mapping", list(range(num_tokens))), x.block_table(), seq_lens,
+              x.out("token_ids"), x.out("counts"), x.out("counts"),
+              x.zeros("token_ids", num_tokens), x.zeros("positions", num_tokens),
+              x.zeros("slot_mapping", num_tokens), *_step_outs(x, num_steps), x.vocab_size,
+              x.block_size, x.max_model_len, num_steps)
+    return len(variants)
 
 
 @_warms("prepare_parallel_round")
 def _parallel_round(x, max_num_reqs):
     # Draft steps need S = 1 without shift (the draft model); the steps' count is no constexpr.
-    variants = list(itertools.product(x.widths, (False, True)))
-    for width, shift in variants:
-        token_ids, positions, seq_lens = x.target(width)
+    variants = list(itertools.product(x.widths, (False, True), _ROUND_ITEMS))
+    for width, shift, num_items in variants:
         num_slots, num_steps = (x.k, 0) if shift else (1, x.k - 1)
-        _call("prepare_parallel_round", *x.verified(width), token_ids, positions,
+        num_new = num_slots - 1 if shift else num_slots
+        num_tokens = max(num_items - num_new, 1)
+        verified, (token_ids, positions, seq_lens) = _round_batch(x, width, num_tokens)
+        num_first_pass = num_tokens + num_new
+        _call("prepare_parallel_round", *verified, token_ids, positions,
               x.block_table(), seq_lens, x.out("token_ids"), x.out("counts"),
-              x.out("token_ids"), x.out("positions"), x.out("mask"), x.out("counts"),
-              x.out("counts"), x.out("slot_mapping"), x.out("counts"), x.out("counts"),
+              x.zeros("token_ids", num_first_pass), x.zeros("positions", num_first_pass),
+              x.zeros("mask", num_first_pass), x.out("counts"), x.zeros("counts", num_tokens),
+              x.zeros("slot_mapping", num_first_pass), x.out("counts"), x.out("counts"),
               *_step_outs(x, num_steps), x.vocab_size, 0, 0, num_slots, shift, x.block_size,
               x.max_model_len, num_steps)
     return len(variants)
@@ -253,14 +272,15 @@ def _parallel_round(x, max_num_reqs):
 
 @_warms("prepare_dflash_round")
 def _dflash_round(x, max_num_reqs):
-    for width in x.widths:
-        _, positions, seq_lens = x.target(width)
-        _call("prepare_dflash_round", *x.verified(width), positions, x.block_table(),
+    variants = list(itertools.product(x.widths, _ROUND_ITEMS))
+    for width, num_context in variants:
+        verified, (_, positions, seq_lens) = _round_batch(x, width, num_context)
+        _call("prepare_dflash_round", *verified, positions, x.block_table(),
               seq_lens, x.out("token_ids"), x.out("counts"), x.out("token_ids"),
-              x.out("positions"), x.out("positions"), x.out("slot_mapping"),
-              x.out("slot_mapping"), x.out("counts"), x.out("counts"), x.out("counts"),
-              x.vocab_size, 0, x.block_size, x.k)
-    return len(x.widths)
+              x.zeros("positions", num_context), x.out("positions"),
+              x.zeros("slot_mapping", num_context), x.out("slot_mapping"), x.out("counts"),
+              x.out("counts"), x.out("counts"), x.vocab_size, 0, x.block_size, x.k)
+    return len(variants)
 
 
 def warmup(device, *, vocab_size, block_size, num_speculative_tokens, max_model_len,

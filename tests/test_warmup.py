@@ -71,12 +71,19 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
-    # One kernel per op, and 1.3, 1.4 and 1.7 have a second layout for short requests.
-    assert len(kernels) == len(KERNELS) + 3
-    assert {"_compute_new_slot_mapping_kernel", "_compute_new_slot_mapping_rows_kernel"} <= kernels
-    assert {c[-1] for n, c in launched if n == "_compute_new_slot_mapping_rows_kernel"} == \
-        set(ROW_COLS)
     k, block_size = config["num_speculative_tokens"], config["block_size"]
+    # One kernel per op, and 1.3, 1.4, 1.7 and the three round ops have a second layout for
+    # short requests, reached at both tile widths.
+    rows_kernels = {f"_{name}_rows_kernel" for name in (
+        "compute_new_slot_mapping", "copy_and_expand_eagle_inputs",
+        "copy_and_expand_dflash_inputs", "prepare_eagle_round", "prepare_parallel_round",
+        "prepare_dflash_round")}
+    assert len(kernels) == len(KERNELS) + len(rows_kernels) and rows_kernels <= kernels
+    for name in rows_kernels:
+        assert {c[-1] for n, c in launched if n == name} == set(ROW_COLS), name
+    for name in ("_prepare_eagle_round_kernel", "_prepare_eagle_round_rows_kernel",
+                 "_prepare_dflash_round_kernel", "_prepare_dflash_round_rows_kernel"):
+        assert {c[0] for n, c in launched if n == name} == {1, k + 1}, name     # NUM_COLS
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
