@@ -1,0 +1,111 @@
+"""Compile every kernel variant spec_ops.warmup reaches, for a CUDA architecture, on any
+machine: Triton's front end, LLVM and its bundled ptxas run on the CPU, no GPU needed.
+
+    python scripts/compile_kernels.py [--arch 90] [--jobs N]
+
+The CPU test suite runs the Triton kernels in Triton's interpreter, which executes them as
+NumPy code and does not check what the compiler checks (a loop-carried value must keep its
+type, for one). This compiles, to a cubin, each (kernel, tensor dtypes, constexprs, num_warps)
+that warm-up launches for a K = 3 configuration with the production dtypes and with every
+integer tensor int64, exactly as the launcher would (no value or alignment specialization,
+PDL on), and exits non-zero naming every variant that fails. tests/test_compile_kernels.py
+runs it in CI.
+"""
+
+import os
+
+os.environ.pop("TRITON_INTERPRET", None)    # before triton is imported: compile, not interpret
+
+import argparse  # noqa: E402
+import inspect  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import spec_ops  # noqa: E402
+from spec_ops._library import KERNELS  # noqa: E402
+from spec_ops._triton._launch import LAUNCHERS, Launcher  # noqa: E402
+
+CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
+              max_num_reqs=300)
+DTYPE_SETS = ({}, dict.fromkeys(("token_ids", "positions", "block_table", "counts",
+                                 "slot_mapping"), torch.int64))
+POINTER_TYPES = {torch.int32: "*i32", torch.int64: "*i64", torch.bool: "*i1"}
+
+
+def variants():
+    """{(kernel name, num_warps, signature, constexprs)} of every launch warm-up makes, its
+    Triton kernels called on CPU tensors with the launches recorded instead of run."""
+    found = {}
+
+    def record(self, grid, args, num_warps=None, grid_y=1):
+        parameters = list(inspect.signature(self.kernel.fn).parameters.values())
+        signature, constexprs = {}, {}
+        for i, (parameter, value) in enumerate(zip(parameters, (*args, True))):     # PDL on
+            if "constexpr" in str(parameter.annotation):
+                signature[parameter.name] = "constexpr"
+                constexprs[(i,)] = value
+            elif parameter.name.endswith("_ptr"):
+                signature[parameter.name] = POINTER_TYPES[value.dtype]
+            else:
+                assert "int64" in str(parameter.annotation), (self.kernel.fn.__name__,
+                                                              parameter.name)
+                signature[parameter.name] = "i64"
+        key = (self.kernel.fn.__name__, num_warps or self.num_warps,
+               tuple(signature.items()), tuple(sorted(constexprs.items())))
+        found.setdefault(key, None)
+
+    original = Launcher.__call__
+    warmup_module = sys.modules["spec_ops.warmup"]
+    original_call = warmup_module._call
+    Launcher.__call__ = record
+    warmup_module._call = lambda op, *args: KERNELS[op].triton(*args)
+    try:
+        for dtypes in DTYPE_SETS:
+            spec_ops.warmup("cpu", **CONFIG, dtypes=dtypes)
+    finally:
+        Launcher.__call__ = original
+        warmup_module._call = original_call
+    return list(found)
+
+
+def compile_variant(variant, arch):
+    """None if the variant compiles to a cubin, else the error's first lines."""
+    name, num_warps, signature, constexprs = variant
+    kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
+    source = ASTSource(kernel, dict(signature), dict(constexprs))
+    try:
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": num_warps, "launch_pdl": True})
+        assert compiled.asm.get("cubin"), "no cubin"
+    except Exception as error:      # noqa: BLE001 - reported per variant
+        return f"{type(error).__name__}: {' '.join(str(error).split())[:600]}"
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80, 90")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    options = parser.parse_args()
+    start = time.perf_counter()
+    found = variants()
+    with ProcessPoolExecutor(options.jobs) as pool:
+        errors = list(pool.map(compile_variant, found, [options.arch] * len(found)))
+    failed = [(variant, error) for variant, error in zip(found, errors) if error]
+    for (name, num_warps, _, constexprs), error in failed:
+        print(f"FAILED {name} num_warps={num_warps} constexprs={[v for _, v in constexprs]}: "
+              f"{error}")
+    print(f"triton {triton.__version__}, sm_{options.arch}: {len(found) - len(failed)} of "
+          f"{len(found)} kernel variants compiled ({len({v[0] for v in found})} kernels), "
+          f"{time.perf_counter() - start:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
