@@ -1,7 +1,8 @@
 """GPU µs of the two layouts of 1.3, 1.4, 1.7 (bench_ops' inputs) and of the round ops
 (bench_rounds' inputs): where the row layout pays.
 
-    python scripts/sweep_row_layout.py [SIZES [WARPS [K]]]    e.g. 1,64,1024 2,4 1,3,7
+    python scripts/sweep_row_layout.py [SIZES [WARPS [K [WHICH]]]]
+    e.g. 1,64,1024 2,4 1,3,7 rounds        (WHICH: all, ops or rounds; default all)
 
 Each op through its launch function as shipped, once with the row layout (ROW_GROUP whole
 requests per program as one tile, csrc_triton/_launch.py) at 1, 2 and 4 warps, once with it
@@ -25,6 +26,7 @@ SIZES = tuple(int(n) for n in sys.argv[1].split(",")) if len(sys.argv) > 1 else 
     1, 64, 128, 256, 512, 1024)
 WARPS = tuple(int(n) for n in sys.argv[2].split(",")) if len(sys.argv) > 2 else (1, 2, 4)
 ROUND_K = tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (3,)
+WHICH = sys.argv[4] if len(sys.argv) > 4 else "all"
 OPS = {"1.3": (expand, expand._copy_and_expand_eagle_inputs_rows),
        "1.4": (dflash, dflash._copy_and_expand_dflash_inputs_rows),
        "1.7": (expand, expand._compute_new_slot_mapping_rows)}
@@ -64,13 +66,13 @@ def main():
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
           f"{floor:.3f}; K = {bench_ops.K} (round ops: K = {ROUND_K})")
-    for label, (module, rows_launcher) in OPS.items():
+    for label, (module, rows_launcher) in (OPS.items() if WHICH != "rounds" else ()):
         op = next(op for op in bench_ops.OPS if op.label == label)
         for num_reqs in SIZES:
             state = bench_ops._fresh(
                 op.inputs(num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(1)), "cuda")
             sweep(f"{label} R={num_reqs}", module, rows_launcher, op.name, state)
-    for method, name, inputs in bench_rounds.METHODS:
+    for method, name, inputs in (bench_rounds.METHODS if WHICH != "ops" else ()):
         for k in ROUND_K:
             for num_reqs in SIZES:
                 state = bench_ops._fresh(inputs(num_reqs, k, torch.Generator().manual_seed(1)),
