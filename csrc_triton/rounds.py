@@ -7,13 +7,14 @@ over the request's W sampled columns), then issues every load before its first s
 chain of dependent global reads is three round trips: the inputs, the positions its slots
 start from, the block table (all draft steps' rows at once, as lanes of one vector).
 
-Two layouts, chosen from shapes as for 1.3, 1.4 and 1.7 (csrc_triton/_launch.py):
+Two layouts, chosen from shapes:
 
 * per request: program (r, c) writes chunks c, c + C, ... of request r's first-pass tokens,
   and program (r, 0) alone the per-request outputs and the request's draft steps;
-* rows, for decode-sized batches (at most 8 or 16 first-pass tokens per request on average):
-  program p takes requests p * ROW_GROUP ... as tiles, [rows, tokens] and [rows, steps], any
-  longer request's remaining tokens in a loop after them.
+* rows, for 6.2 and 6.3 on large decode-sized batches (at least ROUND_ROWS_MIN_REQS requests
+  of at most 8 or 16 first-pass tokens on average, as 1.3, 1.4 and 1.7 choose theirs in
+  csrc_triton/_launch.py): program p takes requests p * ROW_GROUP ... as tiles, [rows, tokens]
+  and [rows, steps], any longer request's remaining tokens in a loop after them.
 
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
@@ -27,7 +28,6 @@ from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
-    ROW_WARPS,
     Launcher,
     cdiv,
     next_power_of_2,
@@ -44,6 +44,15 @@ from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 # Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
 # this many at a time).
 STEP_LANES = tl.constexpr(16)
+# 6.2's and 6.3's row layout: from this many requests, with 2 warps per program of ROW_GROUP
+# requests. Measured in a CUDA graph on the H200 at K = 1, 3, 7 (scripts/sweep_row_layout.py,
+# benchmarks/results/row_layout_rounds.txt): at 1024 requests the row layout took 2.58-3.87 us
+# against 2.99-4.45 per request for 6.2 and 1.74-2.43 against 2.18-2.62 for 6.3; at 256 and 64
+# requests one program per request was as fast or faster for 6.2 (6.3 about even). 6.1 has no
+# row layout: one program per request took 1.5-3.3 us, rows 1.5-4.0 with 4 warps and 2.2-3.2
+# with 2, faster only at K = 7 with 1024 requests (by 4%).
+ROUND_ROWS_MIN_REQS = 512
+ROUND_ROW_WARPS = 2
 
 
 @triton.jit
@@ -238,69 +247,6 @@ def _prepare_eagle_round_kernel(
                  step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
                  position, seq_len, max_model_len, num_steps, head, steps, BLOCK_SIZE,
                  STEP_LANES)
-
-
-@spec_kernel
-def _prepare_eagle_round_rows_kernel(
-    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
-    target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr, block_table_ptr,
-    seq_lens_ptr, next_token_ptr, valid_count_ptr, token_indices_ptr, out_input_ids_ptr,
-    out_positions_ptr, out_slot_mapping_ptr, out_step_positions_ptr, out_step_slot_mapping_ptr,
-    out_step_seq_lens_ptr,
-    num_reqs: tl.int64, num_tokens: tl.int64, num_input_tokens: tl.int64,
-    input_batch_size: tl.int64, sampled_row_stride: tl.int64,
-    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
-    max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
-    step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr,
-    ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
-):
-    pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    is_request = req < num_reqs
-    next_token, count, last, rejected = _request_state(
-        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
-    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
-    position = tl.load(target_positions_ptr + last,
-                       mask=is_request & (last >= 0) & (last < num_tokens), other=0).to(tl.int64)
-    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
-                         position[:, None], seq_len[:, None], max_model_len, 0, num_steps,
-                         is_request[:, None], BLOCK_SIZE, STEP_LANES)
-
-    first = tl.maximum(-query_start, 0)
-    stop = tl.where(is_request, tl.minimum(query_next - query_start, num_tokens - query_start), 0)
-    j = tl.arange(0, COLS)[None, :]
-    _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
-                      out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
-                      query_start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
-                      last[:, None], next_token[:, None], num_tokens)
-    if tl.max(stop) > COLS:
-        for row in range(ROWS):
-            row_start = row_value(query_start, row, ROWS)
-            row_stop = row_value(stop, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
-                _eagle_first_pass(target_token_ids_ptr, target_positions_ptr,
-                                  target_slot_mapping_ptr, out_input_ids_ptr, out_positions_ptr,
-                                  out_slot_mapping_ptr, row_start + jj, jj < row_stop,
-                                  row_value(last, row, ROWS), row_value(next_token, row, ROWS),
-                                  num_tokens)
-    _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, BLOCK)
-
-    tl.store(next_token_ptr + req, next_token, mask=is_request)
-    tl.store(valid_count_ptr + req, count, mask=is_request)
-    tl.store(token_indices_ptr + req, last, mask=is_request)
-    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                 req[:, None], position[:, None], seq_len[:, None], max_model_len, num_steps,
-                 is_request[:, None], steps, BLOCK_SIZE, STEP_LANES)
 
 
 @spec_kernel
@@ -625,17 +571,17 @@ def _prepare_dflash_round_rows_kernel(
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
-_prepare_eagle_round_rows = Launcher(_prepare_eagle_round_rows_kernel, ROW_WARPS)
 _prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PER_REQUEST_WARPS)
-_prepare_parallel_round_rows = Launcher(_prepare_parallel_round_rows_kernel, ROW_WARPS)
+_prepare_parallel_round_rows = Launcher(_prepare_parallel_round_rows_kernel, ROUND_ROW_WARPS)
 _prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
-_prepare_dflash_round_rows = Launcher(_prepare_dflash_round_rows_kernel, ROW_WARPS)
+_prepare_dflash_round_rows = Launcher(_prepare_dflash_round_rows_kernel, ROUND_ROW_WARPS)
 
 
 def _launch(per_request, rows, num_reqs, num_items, args):
-    """One launch of a round op: the row layout when its requests average few enough first-pass
-    items (``row_cols``), else the per-request x chunk grid; at least one program."""
-    cols = row_cols(num_items, num_reqs)
+    """One launch of 6.2 or 6.3: the row layout for large decode-sized batches (at least
+    ROUND_ROWS_MIN_REQS requests averaging few enough first-pass items, ``row_cols``), else
+    the per-request x chunk grid; at least one program."""
+    cols = row_cols(num_items, num_reqs) if num_reqs >= ROUND_ROWS_MIN_REQS else None
     if cols is not None:
         rows(max(cdiv(num_reqs, ROW_GROUP), 1), (*args, ROW_GROUP, cols))
     else:
@@ -651,8 +597,8 @@ def launch_prepare_eagle_round(
         num_steps, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
     num_tokens = target_token_ids.shape[0]
-    _launch(
-        _prepare_eagle_round, _prepare_eagle_round_rows, num_reqs, num_tokens,
+    _prepare_eagle_round(
+        max(num_reqs, 1),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
          seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
@@ -661,7 +607,8 @@ def launch_prepare_eagle_round(
          input_batch_size, sampled_token_ids.stride()[0], block_table.stride()[0],
          block_table.shape[1], vocab_size, max_model_len, num_steps,
          out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK))
+         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_tokens, num_reqs))
 
 
 def launch_prepare_parallel_round(

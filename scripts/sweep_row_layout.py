@@ -30,9 +30,8 @@ WHICH = sys.argv[4] if len(sys.argv) > 4 else "all"
 OPS = {"1.3": (expand, expand._copy_and_expand_eagle_inputs_rows),
        "1.4": (dflash, dflash._copy_and_expand_dflash_inputs_rows),
        "1.7": (expand, expand._compute_new_slot_mapping_rows)}
-ROUND_ROWS = {"prepare_eagle_round": rounds._prepare_eagle_round_rows,
-              "prepare_parallel_round": rounds._prepare_parallel_round_rows,
-              "prepare_dflash_round": rounds._prepare_dflash_round_rows}
+ROUND_ROWS = {"prepare_parallel_round": rounds._prepare_parallel_round_rows,
+              "prepare_dflash_round": rounds._prepare_dflash_round_rows}    # 6.1 has none
 
 
 def outputs(name, state):
@@ -51,7 +50,9 @@ def sweep(label, module, rows_launcher, name, state):
     for variant, warps in [("per request", 0)] + [(f"rows/{w}", w) for w in WARPS]:
         patch = (mock.patch.object(module, "row_cols", lambda *a: None) if not warps
                  else mock.patch.object(rows_launcher, "num_warps", warps))
-        with patch:
+        # The round ops' rows at any batch size (theirs from ROUND_ROWS_MIN_REQS).
+        threshold = mock.patch.object(rounds, "ROUND_ROWS_MIN_REQS", 0)
+        with patch, threshold:
             def call():
                 return fn(*args)
             got = call()
@@ -73,6 +74,8 @@ def main():
                 op.inputs(num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(1)), "cuda")
             sweep(f"{label} R={num_reqs}", module, rows_launcher, op.name, state)
     for method, name, inputs in (bench_rounds.METHODS if WHICH != "ops" else ()):
+        if name not in ROUND_ROWS:
+            continue
         for k in ROUND_K:
             for num_reqs in SIZES:
                 state = bench_ops._fresh(inputs(num_reqs, k, torch.Generator().manual_seed(1)),
