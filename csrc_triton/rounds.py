@@ -47,11 +47,12 @@ STEP_LANES = tl.constexpr(16)
 # 6.2's and 6.3's row layout: from this many requests, with 2 warps per program of ROW_GROUP
 # requests. Measured in a CUDA graph on the H200 at K = 1, 3, 7 (scripts/sweep_row_layout.py,
 # benchmarks/results/row_layout_rounds.txt): at 1024 requests the row layout took 2.58-3.87 us
-# against 2.99-4.45 per request for 6.2 and 1.74-2.43 against 2.18-2.62 for 6.3; at 256 and 64
-# requests one program per request was as fast or faster for 6.2 (6.3 about even). 6.1 has no
-# row layout: one program per request took 1.5-3.3 us, rows 1.5-4.0 with 4 warps and 2.2-3.2
+# against 2.99-4.45 per request for 6.2 and 1.74-2.43 against 2.18-2.62 for 6.3; at 512
+# requests 6.2 was slower in rows (2.36-3.21 against 2.17-3.23 per request, 5 of 6 cases) and
+# 6.3 mixed; at 256 and 64 one program per request was as fast or faster. 6.1 has no row
+# layout: one program per request took 1.5-3.3 us, rows 1.5-4.0 with 4 warps and 2.2-3.2
 # with 2, faster only at K = 7 with 1024 requests (by 4%).
-ROUND_ROWS_MIN_REQS = 512
+ROUND_ROWS_MIN_REQS = 1024
 ROUND_ROW_WARPS = 2
 
 

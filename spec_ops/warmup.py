@@ -4,7 +4,7 @@ A compiled kernel is selected by the device, the dtypes of its tensor arguments 
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
 whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile
-width), and 6.2's and 6.3's from 512 requests on, or long enough for a query program of their
+width), and 6.2's and 6.3's from 1024 requests on, or long enough for a query program of their
 own (1.4), the power of two of K + 1 (1.4, 6.3) and,
 for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from

@@ -52,7 +52,7 @@ def test_more_rows_than_one_program_and_long_requests(op, seed):
 def test_a_few_long_requests_among_short_ones(op, seed):
     """A decode-sized batch (R = 100, short requests on average) with a few 100-300-token
     requests: layouts chosen for short requests still cover the long ones. (The round ops
-    take their row layout from any batch size here; it is theirs from 512 requests.)"""
+    take their row layout from any batch size here; it is theirs from 1024 requests.)"""
     with mock.patch.object(rounds_kernels, "ROUND_ROWS_MIN_REQS", 0):
         check_all_ways(op, sample(op, seed, 100, uniform_dtype=TRITON == "cuda",
                                   long_requests="some"))

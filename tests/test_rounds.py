@@ -47,7 +47,7 @@ def test_round_op_equals_the_sequence_it_replaces(op, backend, seed, num_reqs):
 @settings(max_examples=30)
 @given(seed=SEEDS, num_reqs=SIZES)
 def test_row_layout_equals_the_sequence_it_replaces(op, seed, num_reqs):
-    """6.2 and 6.3 take their row layout from 512 requests; here from any batch size."""
+    """6.2 and 6.3 take their row layout from 1024 requests; here from any batch size."""
     with mock.patch.object(rounds_kernels, "ROUND_ROWS_MIN_REQS", 0):
         assert_equals_the_sequence(op, TRITON, seed, num_reqs)
 
