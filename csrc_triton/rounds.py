@@ -3,9 +3,10 @@ drafting, PARD and draft models, 6.3 DFlash.
 
 No output needs a value another request produced, so each round is one grid with no barrier.
 Every program that needs a request's 1.1 and 1.2 state recomputes it in registers (one pass
-over the request's W sampled columns), then issues every load before its first store, so its
-chain of dependent global reads is three round trips: the inputs, the positions its slots
-start from, the block table (all draft steps' rows at once, as lanes of one vector).
+over the request's W sampled columns), then issues every load its first chunk of tokens needs
+before its first store, so its chain of dependent global reads is three round trips: the
+inputs, the positions its slots start from, the block table (all draft steps' rows at once, as
+lanes of one vector). Further chunks of a long request load after that.
 
 Two layouts, chosen from shapes:
 
