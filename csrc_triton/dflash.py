@@ -22,6 +22,7 @@ from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
+    ROW_TAIL,
     ROW_WARPS,
     Launcher,
     cdiv,
@@ -222,8 +223,8 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
             row_start = row_value(context_start, row, ROWS)
             row_stop = row_value(stop, row, ROWS)
             for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                                     ROW_TAIL):
+                jj = chunk_start + tl.arange(0, ROW_TAIL)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr, block_table_row_stride,
                                num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,

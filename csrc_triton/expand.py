@@ -19,6 +19,7 @@ from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
+    ROW_TAIL,
     ROW_WARPS,
     Launcher,
     cdiv,
@@ -190,8 +191,8 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
         for row in range(ROWS):
             row_last = row_value(last, row, ROWS)
             for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_last,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                                     ROW_TAIL):
+                jj = chunk_start + tl.arange(0, ROW_TAIL)
                 _expanded_outputs(
                     target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
                     out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
@@ -285,8 +286,8 @@ def _compute_new_slot_mapping_rows_kernel(
             row_stop = row_value(stop, row, ROWS)
             row_kept = row_value(num_kept, row, ROWS)
             for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                                     ROW_TAIL):
+                jj = chunk_start + tl.arange(0, ROW_TAIL)
                 _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
                            out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
                            max_model_len, tl.program_id(0).to(tl.int64) * ROWS + row,

@@ -29,6 +29,7 @@ from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
+    ROW_TAIL,
     Launcher,
     cdiv,
     next_power_of_2,
@@ -395,8 +396,8 @@ def _prepare_parallel_round_rows_kernel(
         for row in range(ROWS):
             row_stop = row_value(stop, row, ROWS)
             for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                                     ROW_TAIL):
+                jj = chunk_start + tl.arange(0, ROW_TAIL)
                 _parallel_first_pass(
                     target_token_ids_ptr, block_table_ptr, block_table_row_stride,
                     num_block_cols, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
@@ -563,8 +564,8 @@ def _prepare_dflash_round_rows_kernel(
             row_start = row_value(context_start, row, ROWS)
             row_stop = row_value(stop, row, ROWS)
             for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROWS * COLS):
-                jj = chunk_start + tl.arange(0, ROWS * COLS)
+                                     ROW_TAIL):
+                jj = chunk_start + tl.arange(0, ROW_TAIL)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr, block_table_row_stride,
                                num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,

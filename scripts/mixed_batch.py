@@ -1,0 +1,107 @@
+"""GPU µs of 1.3, 1.4 and 1.7 on decode batches that hold a few long requests next to each
+other: what the row layout's shape-only choice costs when its average hides them.
+
+    python scripts/mixed_batch.py [--tail LANES]
+
+(--tail sets the row layout's lanes per remainder iteration, ROW_TAIL, before any kernel
+compiles: what the shipped value was chosen from.)
+
+1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
+(chunked prefills), n, L in CASES. The batch's average stays decode-sized, so the launch
+functions take the row layout (8 requests per program), where one program runs the long
+requests' remainders one after another; against that, the same calls with the row layout
+turned off (one program per request and chunk). bench_ops' inputs otherwise, outputs of both
+layouts compared. CUDA graph µs per call (bench_ops.graph_us).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from unittest import mock
+
+import torch
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_ops  # noqa: E402
+from spec_ops._triton import dflash, expand  # noqa: E402
+
+NUM_REQS = 1024
+CASES = ((0, 0), (1, 256), (8, 256), (16, 256), (1, 2048), (4, 2048))
+ITEMS = {"1.3": "out_input_ids", "1.4": "target_positions", "1.7": "new_positions"}
+OPS = {"1.3": expand, "1.4": dflash, "1.7": expand}
+K, I32, I64 = bench_ops.K, torch.int32, torch.int64
+
+
+def verified_batch(lengths, gen):
+    """bench_ops._verified_batch with one length per request."""
+    lengths = torch.tensor(lengths)
+    num_reqs, num_tokens = lengths.shape[0], int(lengths.sum())
+    starts = torch.cat([torch.zeros(1, dtype=I64), lengths.cumsum(0)])
+    request = torch.repeat_interleave(torch.arange(num_reqs), lengths)
+    first_position = (torch.rand(num_reqs, generator=gen)
+                      * (bench_ops.MAX_MODEL_LEN - lengths)).long()
+    num_rejected = (torch.rand(num_reqs, generator=gen)
+                    * (torch.clamp(lengths - 1, max=K) + 1)).long().to(I32)
+    query_start_loc = starts.to(I32)
+    return {
+        "target_token_ids": bench_ops._randint(0, bench_ops.VOCAB_SIZE, (num_tokens,), gen),
+        "target_positions": first_position[request] + torch.arange(num_tokens) - starts[request],
+        "next_token_ids": bench_ops._randint(0, bench_ops.VOCAB_SIZE, (num_reqs,), gen),
+        "query_start_loc": query_start_loc,
+        "query_end_loc": query_start_loc[1:] - 1 - num_rejected,
+        "num_rejected_tokens": num_rejected,
+        "block_table": bench_ops._block_table(num_reqs, gen),
+        "block_size": bench_ops.BLOCK_SIZE,
+        "max_model_len": bench_ops.MAX_MODEL_LEN,
+    }
+
+
+def outputs(name, state):
+    schema = getattr(torch.ops.spec_ops, name).default._schema
+    return [state[a.name].clone() for a in schema.arguments
+            if a.alias_info is not None and a.alias_info.is_write]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tail", type=int, default=None)
+    tail = parser.parse_args().tail
+    if tail is not None:
+        for module in set(OPS.values()):
+            module.ROW_TAIL = tl.constexpr(tail)
+    floor = bench_ops.empty_kernel_floor()["graph_us"]
+    print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
+          f"{floor:.3f}; {NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, "
+          f"among decodes of K + 1; row layout tail {expand.ROW_TAIL} lanes")
+    for label, module in OPS.items():
+        op = next(op for op in bench_ops.OPS if op.label == label)
+        for num_long, length in CASES:
+            lengths = [K + 1] * (NUM_REQS - num_long - 100) + [length] * num_long + [K + 1] * 100
+            batch = lambda num_reqs, tokens_per_req, gen, lengths=lengths: verified_batch(  # noqa
+                lengths, gen)
+            with mock.patch.object(bench_ops, "_verified_batch", batch):
+                state = bench_ops._fresh(op.inputs(NUM_REQS, K + 1,
+                                                   torch.Generator().manual_seed(1)), "cuda")
+            args = bench_ops._op_args(op.name, state)
+            fn = getattr(torch.ops.spec_ops, op.name).default
+            cells, results = [], []
+            for variant in ("rows", "per request"):
+                patch = (mock.patch.object(module, "row_cols", lambda *a: None)
+                         if variant == "per request" else mock.patch.object(module, "row_cols",
+                                                                             module.row_cols))
+                with patch:
+                    def call():
+                        return fn(*args)
+                    got = call()
+                    results.append(outputs(op.name, state) if got is None else [got])
+                    cells.append(f"{variant} {bench_ops.graph_us(call):.3f}")
+            same = all(torch.equal(a, b) for a, b in zip(*results))
+            cols = module.row_cols(state[ITEMS[label]].shape[0], NUM_REQS)
+            print(f"{label} n={num_long:<3} L={length:<5} " + "  ".join(cells)
+                  + (f"  (rows of {cols})" if cols else "  (rows not chosen: per request both)")
+                  + ("" if same else "  MISMATCH"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
