@@ -1,5 +1,5 @@
 """Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loop of the
-per-request grids and a row of the row layout's tiles."""
+per-request grids, the row layout's requests and a row of its tiles."""
 
 import triton
 import triton.language as tl
@@ -33,6 +33,14 @@ def request_chunks(start, count, size, BLOCK: tl.constexpr):
     stop = tl.minimum(count, size - start)
     return (first + tl.program_id(1).to(tl.int64) * BLOCK, stop,
             tl.num_programs(1).to(tl.int64) * BLOCK)
+
+
+@triton.jit
+def row_group(ROWS: tl.constexpr):
+    """The requests of this program in a row layout of P programs: p, p + P, p + 2P, ... (ROWS
+    of them, int64). Strided, so that requests next to each other (chunked prefills scheduled
+    together among decodes) land in different programs and their remainders run in parallel."""
+    return tl.program_id(0).to(tl.int64) + tl.arange(0, ROWS).to(tl.int64) * tl.num_programs(0)
 
 
 @triton.jit

@@ -17,7 +17,7 @@ and their queries as two tiles, any longer request's remaining context in a loop
 import triton
 import triton.language as tl
 
-from ._indexing import row_value, slot_lookup
+from ._indexing import row_group, row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -183,11 +183,11 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
     HAS_REJECTED: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
     ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
-    # Program p: requests p * ROWS ... as one [ROWS, COLS] tile of their first COLS context
+    # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS context
     # tokens and one [ROWS, BLOCK_Q] tile of their queries; then, only if some request has
     # more context, the rest of each such request's.
     pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    req = row_group(ROWS)
     is_request = req < num_reqs
     context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
@@ -227,7 +227,7 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
                 jj = chunk_start + tl.arange(0, ROW_TAIL)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr, block_table_row_stride,
-                               num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,
+                               num_block_cols, row_value(req, row, ROWS),
                                row_start + jj, jj < row_stop, BLOCK_SIZE)
 
 

@@ -14,7 +14,7 @@ remainder in a loop after it, so 1024 decodes run 128 (1.7: 129) programs.
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, row_value, slot_lookup
+from ._indexing import request_chunks, row_group, row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -161,10 +161,10 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
     num_padding_slots: tl.int64,
     SHIFT: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
-    # Program p: requests p * ROWS ... as one [ROWS, COLS] tile of their first COLS outputs;
+    # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS outputs;
     # then, only if some request has more, the rest of each such request's.
     pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    req = row_group(ROWS)
     is_request = req < num_reqs
     query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
     query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
@@ -197,7 +197,7 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
                     target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
                     out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
                     out_hidden_state_mapping_ptr, jj, jj < row_last,
-                    tl.program_id(0).to(tl.int64) * ROWS + row,
+                    row_value(req, row, ROWS),
                     row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
                     row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
                     row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
@@ -267,10 +267,10 @@ def _compute_new_slot_mapping_rows_kernel(
     num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
     BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
-    # Program p: rows p * ROWS ... (r <= R, as above) as one [ROWS, COLS] tile of their first
+    # Program p: its ROWS rows (row_group; r <= R, as above) as one [ROWS, COLS] tile of their first
     # COLS entries; then, only if some row is longer, the rest of each such row.
     pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    req = row_group(ROWS)
     start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
                                             num_new_tokens)
     first = tl.maximum(-start, 0)
@@ -290,7 +290,7 @@ def _compute_new_slot_mapping_rows_kernel(
                 jj = chunk_start + tl.arange(0, ROW_TAIL)
                 _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
                            out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
-                           max_model_len, tl.program_id(0).to(tl.int64) * ROWS + row,
+                           max_model_len, row_value(req, row, ROWS),
                            row_start + jj, jj < row_stop, jj < row_kept, BLOCK_SIZE)
 
 

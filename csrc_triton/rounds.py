@@ -14,8 +14,9 @@ Two layouts, chosen from shapes:
   and program (r, 0) alone the per-request outputs and the request's draft steps;
 * rows, for 6.2 and 6.3 on large decode-sized batches (at least ROUND_ROWS_MIN_REQS requests
   of at most 8 or 16 first-pass tokens on average, as 1.3, 1.4 and 1.7 choose theirs in
-  csrc_triton/_launch.py): program p takes requests p * ROW_GROUP ... as tiles, [rows, tokens]
-  and [rows, steps], any longer request's remaining tokens in a loop after them.
+  csrc_triton/_launch.py): program p of P takes requests p, p + P, ... (ROW_GROUP of them)
+  as tiles, [rows, tokens] and [rows, steps], any longer request's remaining tokens in a loop
+  after them.
 
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
@@ -24,7 +25,7 @@ are constants, dealt out chunk by chunk over all programs, each entry stored by 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, row_value, slot_lookup
+from ._indexing import request_chunks, row_group, row_value, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -358,7 +359,7 @@ def _prepare_parallel_round_rows_kernel(
     BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    req = row_group(ROWS)
     is_request = req < num_reqs
     next_token, count, last, rejected = _request_state(
         sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
@@ -403,7 +404,7 @@ def _prepare_parallel_round_rows_kernel(
                     num_block_cols, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
                     out_slot_mapping_ptr, out_new_token_indices_ptr,
                     out_hidden_state_mapping_ptr, jj, jj < row_stop,
-                    tl.program_id(0).to(tl.int64) * ROWS + row,
+                    row_value(req, row, ROWS),
                     row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
                     row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
                     row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
@@ -519,7 +520,7 @@ def _prepare_dflash_round_rows_kernel(
     BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
-    req = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    req = row_group(ROWS)
     is_request = req < num_reqs
     context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
     context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
@@ -568,7 +569,7 @@ def _prepare_dflash_round_rows_kernel(
                 jj = chunk_start + tl.arange(0, ROW_TAIL)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr, block_table_row_stride,
-                               num_block_cols, tl.program_id(0).to(tl.int64) * ROWS + row,
+                               num_block_cols, row_value(req, row, ROWS),
                                row_start + jj, jj < row_stop, BLOCK_SIZE)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
