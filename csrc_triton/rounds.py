@@ -8,15 +8,8 @@ before its first store, so its chain of dependent global reads is three round tr
 inputs, the positions its slots start from, the block table (all draft steps' rows at once, as
 lanes of one vector). Further chunks of a long request load after that.
 
-Two layouts, chosen from shapes:
-
-* per request: program (r, c) writes chunks c, c + C, ... of request r's first-pass tokens,
-  and program (r, 0) alone the per-request outputs and the request's draft steps;
-* rows, for 6.2 and 6.3 on large decode-sized batches (at least ROUND_ROWS_MIN_REQS requests
-  of at most 8 or 16 first-pass tokens on average, as 1.3, 1.4 and 1.7 choose theirs in
-  csrc_triton/_launch.py): program p of P takes requests p, p + P, ... (ROW_GROUP of them)
-  as tiles, [rows, tokens] and [rows, steps], any longer request's remaining tokens in a loop
-  after them.
+Program (r, c) writes chunks c, c + C, ... of request r's first-pass tokens, and program
+(r, 0) alone the per-request outputs and the request's draft steps.
 
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
@@ -25,18 +18,14 @@ are constants, dealt out chunk by chunk over all programs, each entry stored by 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, row_group, row_value, slot_lookup
+from ._indexing import request_chunks, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
-    ROW_GROUP,
-    ROW_TAIL,
     Launcher,
-    cdiv,
     next_power_of_2,
     num_chunks,
     pdl_prologue,
-    row_cols,
     spec_kernel,
 )
 from .dflash import context_slots, context_tokens, query_slots, store_queries
@@ -47,16 +36,12 @@ from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 # Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
 # this many at a time).
 STEP_LANES = tl.constexpr(16)
-# 6.2's and 6.3's row layout: from this many requests, with 2 warps per program of ROW_GROUP
-# requests. Measured in a CUDA graph on the H200 at K = 1, 3, 7 (scripts/sweep_row_layout.py,
-# benchmarks/results/row_layout_rounds.txt): at 1024 requests the row layout took 2.58-3.87 us
-# against 2.99-4.45 per request for 6.2 and 1.74-2.43 against 2.18-2.62 for 6.3; at 512
-# requests 6.2 was slower in rows (2.36-3.21 against 2.17-3.23 per request, 5 of 6 cases) and
-# 6.3 mixed; at 256 and 64 one program per request was as fast or faster. 6.1 has no row
-# layout: one program per request took 1.5-3.3 us, rows 1.5-4.0 with 4 warps and 2.2-3.2
-# with 2, faster only at K = 7 with 1024 requests (by 4%).
-ROUND_ROWS_MIN_REQS = 1024
-ROUND_ROW_WARPS = 2
+# The round ops have no row layout. Measured in a CUDA graph on the H200 at K = 1, 3, 7
+# (scripts/sweep_row_layout.py, benchmarks/results/row_layout_rounds.txt): 6.1 in rows lost at
+# nearly every size; 6.2 and 6.3 in rows of 8 consecutive requests won at 1024 requests
+# (2.58-3.87 us against 2.99-4.45, 1.74-2.43 against 2.18-2.62) but not at 512 or fewer, and in
+# rows of strided requests (which keep adjacent long requests apart, as 1.3, 1.4 and 1.7 do)
+# won or lost by up to 14% at 1024 requests, case by case.
 
 
 @triton.jit
@@ -341,93 +326,6 @@ def _prepare_parallel_round_kernel(
 
 
 @spec_kernel
-def _prepare_parallel_round_rows_kernel(
-    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
-    target_token_ids_ptr, target_positions_ptr, block_table_ptr, seq_lens_ptr, next_token_ptr,
-    valid_count_ptr, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
-    out_new_token_indices_ptr, out_hidden_state_mapping_ptr, out_slot_mapping_ptr,
-    out_query_start_loc_ptr, out_seq_lens_ptr, out_step_positions_ptr,
-    out_step_slot_mapping_ptr, out_step_seq_lens_ptr,
-    num_reqs: tl.int64, num_tokens: tl.int64, num_first_pass: tl.int64,
-    num_input_tokens: tl.int64, input_batch_size: tl.int64, sampled_row_stride: tl.int64,
-    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
-    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
-    num_padding_slots: tl.int64, max_model_len: tl.int64, num_steps: tl.int64,
-    step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
-    step_seq_lens_stride: tl.int64,
-    NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
-):
-    pdl_prologue(PDL)
-    req = row_group(ROWS)
-    is_request = req < num_reqs
-    next_token, count, last, rejected = _request_state(
-        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
-    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
-    seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
-    is_last_program = tl.program_id(0) == tl.num_programs(0) - 1
-    batch_end = tl.load(query_start_loc_ptr + num_reqs, mask=is_last_program,
-                        other=0).to(tl.int64)
-    first_position = tl.load(target_positions_ptr + query_start,
-                             mask=is_request & (query_start >= 0) & (query_start < num_tokens),
-                             other=0).to(tl.int64)
-    step_position = first_position + last - query_start + 1
-    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
-                         step_position[:, None], (seq_len - rejected)[:, None], max_model_len,
-                         0, num_steps, is_request[:, None], BLOCK_SIZE, STEP_LANES)
-
-    out_start = query_start + req * num_new
-    num_valid = last - query_start + (0 if SHIFT else 1)
-    first = tl.maximum(-out_start, 0)
-    stop = tl.where(is_request, tl.minimum(query_next - query_start + num_new,
-                                           num_first_pass - out_start), 0)
-    j = tl.arange(0, COLS)[None, :]
-    _parallel_first_pass(
-        target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
-        out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
-        out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j,
-        (j >= first[:, None]) & (j < stop[:, None]), req[:, None], out_start[:, None],
-        query_start[:, None], query_next[:, None], num_valid[:, None], next_token[:, None],
-        first_position[:, None], num_tokens, padding_token_id, parallel_drafting_token_id,
-        num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
-    if tl.max(stop) > COLS:
-        for row in range(ROWS):
-            row_stop = row_value(stop, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROW_TAIL):
-                jj = chunk_start + tl.arange(0, ROW_TAIL)
-                _parallel_first_pass(
-                    target_token_ids_ptr, block_table_ptr, block_table_row_stride,
-                    num_block_cols, out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
-                    out_slot_mapping_ptr, out_new_token_indices_ptr,
-                    out_hidden_state_mapping_ptr, jj, jj < row_stop,
-                    row_value(req, row, ROWS),
-                    row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
-                    row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
-                    row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
-                    num_tokens, padding_token_id, parallel_drafting_token_id,
-                    num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
-    _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, BLOCK)
-
-    tl.store(next_token_ptr + req, next_token, mask=is_request)
-    tl.store(valid_count_ptr + req, count, mask=is_request)
-    tl.store(out_query_start_loc_ptr + req, out_start, mask=is_request)
-    tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
-    tl.store(out_query_start_loc_ptr + num_reqs, batch_end + num_reqs * num_new,
-             mask=is_last_program)
-    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride,
-                 req[:, None], step_position[:, None], (seq_len - rejected)[:, None],
-                 max_model_len, num_steps, is_request[:, None], steps, BLOCK_SIZE, STEP_LANES)
-
-
-@spec_kernel
 def _prepare_dflash_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
     discard_ptr,                 # [R] bool
@@ -505,91 +403,9 @@ def _prepare_dflash_round_kernel(
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
-@spec_kernel
-def _prepare_dflash_round_rows_kernel(
-    sampled_ptr, discard_ptr, backup_ptr, cu_num_draft_ptr, query_start_loc_ptr,
-    target_positions_ptr, block_table_ptr, seq_lens_ptr, next_token_ptr, valid_count_ptr,
-    out_input_ids_ptr, out_context_positions_ptr, out_query_positions_ptr,
-    out_context_slot_ptr, out_query_slot_ptr, out_token_indices_ptr, out_query_start_loc_ptr,
-    out_seq_lens_ptr,
-    num_reqs: tl.int64, num_context: tl.int64, num_input_tokens: tl.int64,
-    sampled_row_stride: tl.int64, block_table_row_stride: tl.int64, num_block_cols: tl.int64,
-    vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
-    num_speculative_tokens: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
-    BLOCK: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
-):
-    pdl_prologue(PDL)
-    req = row_group(ROWS)
-    is_request = req < num_reqs
-    context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    num_query = num_speculative_tokens + 1
-    next_token, count, last, rejected = _request_state(
-        sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-        query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
-    seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
-               + num_query)
-
-    first = tl.maximum(-context_start, 0)
-    stop = tl.where(is_request,
-                    tl.minimum(context_end - context_start, num_context - context_start), 0)
-    j = tl.arange(0, COLS)[None, :]
-    i = context_start[:, None] + j
-    owned = (j >= first[:, None]) & (j < stop[:, None])
-    last_position = tl.load(target_positions_ptr + last,
-                            mask=is_request & (last >= 0) & (last < num_context),
-                            other=0).to(tl.int64)
-    context_position, context_slot = context_slots(
-        target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
-        req[:, None], i, owned, BLOCK_SIZE)
-    q, is_query, out, query_position, query_slot = query_slots(
-        block_table_ptr, block_table_row_stride, num_block_cols, req[:, None],
-        last_position[:, None], tl.where(is_request, num_query, 0)[:, None], BLOCK_SIZE,
-        BLOCK_Q)
-
-    tl.store(out_context_positions_ptr + i, context_position, mask=owned)
-    tl.store(out_context_slot_ptr + i, context_slot, mask=owned)
-    store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
-                  out_token_indices_ptr, req[:, None], next_token[:, None],
-                  parallel_drafting_token_id, num_speculative_tokens, q, is_query, out,
-                  query_position, query_slot)
-    tl.store(next_token_ptr + req, next_token, mask=is_request)
-    tl.store(valid_count_ptr + req, count, mask=is_request)
-    tl.store(out_query_start_loc_ptr + req, req * num_query, mask=is_request)
-    tl.store(out_seq_lens_ptr + req, seq_len, mask=is_request)
-    tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
-             mask=tl.program_id(0) == tl.num_programs(0) - 1)
-    if tl.max(stop) > COLS:
-        for row in range(ROWS):
-            row_start = row_value(context_start, row, ROWS)
-            row_stop = row_value(stop, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROW_TAIL):
-                jj = chunk_start + tl.arange(0, ROW_TAIL)
-                context_tokens(target_positions_ptr, out_context_positions_ptr,
-                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
-                               num_block_cols, row_value(req, row, ROWS),
-                               row_start + jj, jj < row_stop, BLOCK_SIZE)
-    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
-
-
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
 _prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PER_REQUEST_WARPS)
-_prepare_parallel_round_rows = Launcher(_prepare_parallel_round_rows_kernel, ROUND_ROW_WARPS)
 _prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
-_prepare_dflash_round_rows = Launcher(_prepare_dflash_round_rows_kernel, ROUND_ROW_WARPS)
-
-
-def _launch(per_request, rows, num_reqs, num_items, args):
-    """One launch of 6.2 or 6.3: the row layout for large decode-sized batches (at least
-    ROUND_ROWS_MIN_REQS requests averaging few enough first-pass items, ``row_cols``), else
-    the per-request x chunk grid; at least one program."""
-    cols = row_cols(num_items, num_reqs) if num_reqs >= ROUND_ROWS_MIN_REQS else None
-    if cols is not None:
-        rows(max(cdiv(num_reqs, ROW_GROUP), 1), (*args, ROW_GROUP, cols))
-    else:
-        per_request(max(num_reqs, 1), args, grid_y=num_chunks(num_items, num_reqs))
 
 
 def launch_prepare_eagle_round(
@@ -625,8 +441,8 @@ def launch_prepare_parallel_round(
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids, block_size,
         max_model_len, num_steps, num_first_pass, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
-    _launch(
-        _prepare_parallel_round, _prepare_parallel_round_rows, num_reqs, num_first_pass,
+    _prepare_parallel_round(
+        max(num_reqs, 1),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
          next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
@@ -638,7 +454,8 @@ def launch_prepare_parallel_round(
          parallel_drafting_token_id, num_padding_slots_per_request, max_model_len, num_steps,
          out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
          out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size,
-         PER_REQUEST_BLOCK))
+         PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_first_pass, num_reqs))
 
 
 def launch_prepare_dflash_round(
@@ -650,8 +467,8 @@ def launch_prepare_dflash_round(
         num_speculative_tokens, num_input_tokens):
     num_reqs, num_cols = sampled_token_ids.shape
     num_context = target_positions.shape[0]
-    _launch(
-        _prepare_dflash_round, _prepare_dflash_round_rows, num_reqs, num_context,
+    _prepare_dflash_round(
+        max(num_reqs, 1),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
          valid_sampled_tokens_count, out_input_ids, out_context_positions,
@@ -659,4 +476,5 @@ def launch_prepare_dflash_round(
          out_token_indices, out_query_start_loc, out_seq_lens, num_reqs, num_context,
          num_input_tokens, sampled_token_ids.stride()[0], block_table.stride()[0],
          block_table.shape[1], vocab_size, parallel_drafting_token_id, num_speculative_tokens,
-         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK))
+         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK),
+        grid_y=num_chunks(num_context, num_reqs))

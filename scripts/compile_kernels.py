@@ -32,7 +32,7 @@ from spec_ops._library import KERNELS  # noqa: E402
 from spec_ops._triton._launch import LAUNCHERS, Launcher  # noqa: E402
 
 CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
-              max_num_reqs=1024)     # reaches the round ops' row layout (from 1024 requests)
+              max_num_reqs=300)
 DTYPE_SETS = ({}, dict.fromkeys(("token_ids", "positions", "block_table", "counts",
                                  "slot_mapping"), torch.int64))
 POINTER_TYPES = {torch.int32: "*i32", torch.int64: "*i64", torch.bool: "*i1"}

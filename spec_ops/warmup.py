@@ -3,9 +3,8 @@
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
-whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile
-width), and 6.2's and 6.3's from 1024 requests on, or long enough for a query program of their
-own (1.4), the power of two of K + 1 (1.4, 6.3) and,
+whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
+long enough for a query program of their own (1.4), the power of two of K + 1 (1.4, 6.3) and,
 for 1.6, the power of two of the row count. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
 milliseconds to a second, so a serving engine warms up once at startup.
@@ -24,7 +23,6 @@ from typing import Optional
 import torch
 
 from ._library import KERNELS
-from ._triton import rounds as _rounds
 from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
 
 logger = logging.getLogger(__name__)
@@ -224,41 +222,13 @@ def _step_outs(x, num_steps):
             x.zeros("counts", rows, 1))
 
 
-def _round_batch(x, num_reqs, width, num_tokens):
-    """A round op's verified batch: ``num_reqs`` requests, each with ``width`` sampled columns
-    and ``num_tokens`` target tokens, as (sampled_token_ids, discard_request_mask,
-    backup_next_token_ids, cu_num_draft_tokens, query_start_loc), (target_token_ids,
-    target_positions, seq_lens), block_table."""
-    requests = torch.arange(num_reqs + 1, device=x.device)
-    token_ids = x.dtypes["token_ids"]
-    verified = (torch.ones((num_reqs, width), dtype=token_ids, device=x.device),
-                x.zeros("mask", num_reqs), torch.ones_like(requests[1:], dtype=token_ids),
-                (requests[1:] * (width - 1)).to(x.dtypes["counts"]),
-                (requests * num_tokens).to(x.dtypes["counts"]))
-    num_target = num_reqs * num_tokens
-    target = (x.zeros("token_ids", num_target),
-              (torch.arange(num_target, device=x.device) % num_tokens).to(x.dtypes["positions"]),
-              torch.full((num_reqs,), num_tokens, dtype=x.dtypes["counts"], device=x.device))
-    return verified, target, x.zeros("block_table", num_reqs, x.num_block_cols)
-
-
-def _round_layouts(max_num_reqs):
-    """(requests, first-pass items per request) of batches reaching each layout of 6.2 and
-    6.3: one short request (per request) and, when max_num_reqs allows, ROUND_ROWS_MIN_REQS
-    requests at each of the row layout's tile widths (csrc_triton/rounds.py)."""
-    min_reqs = _rounds.ROUND_ROWS_MIN_REQS
-    return ((1, 1), *(((min_reqs, cols) for cols in ROW_COLS) if min_reqs <= max_num_reqs
-                      else ()))
-
-
 @_warms("prepare_eagle_round")
 def _eagle_round(x, max_num_reqs):
     num_steps = x.k - 1
     for width in x.widths:
-        (verified, (token_ids, positions, seq_lens),
-         block_table) = _round_batch(x, 1, width, width)
-        _call("prepare_eagle_round", *verified, token_ids, positions,
-              x.tensor("slot_mapping", list(range(width))), block_table, seq_lens,
+        token_ids, positions, seq_lens = x.target(width)
+        _call("prepare_eagle_round", *x.verified(width), token_ids, positions,
+              x.tensor("slot_mapping", list(range(width))), x.block_table(), seq_lens,
               x.out("token_ids"), x.out("counts"), x.out("counts"), x.out("token_ids"),
               x.out("positions"), x.out("slot_mapping"), *_step_outs(x, num_steps),
               x.vocab_size, x.block_size, x.max_model_len, num_steps)
@@ -268,42 +238,29 @@ def _eagle_round(x, max_num_reqs):
 @_warms("prepare_parallel_round")
 def _parallel_round(x, max_num_reqs):
     # Draft steps need S = 1 without shift (the draft model); the steps' count is no constexpr.
-    variants = list(itertools.product(x.widths, (False, True), _round_layouts(max_num_reqs)))
-    for width, shift, (num_reqs, num_items) in variants:
+    variants = list(itertools.product(x.widths, (False, True)))
+    for width, shift in variants:
+        token_ids, positions, seq_lens = x.target(width)
         num_slots, num_steps = (x.k, 0) if shift else (1, x.k - 1)
-        num_new = num_slots - 1 if shift else num_slots
-        num_tokens = max(num_items - num_new, 1)
-        (verified, (token_ids, positions, seq_lens),
-         block_table) = _round_batch(x, num_reqs, width, num_tokens)
-        num_first_pass = num_reqs * (num_tokens + num_new)
-        steps = max(num_steps, 1)
-        _call("prepare_parallel_round", *verified, token_ids, positions, block_table, seq_lens,
-              x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
-              x.zeros("token_ids", num_first_pass), x.zeros("positions", num_first_pass),
-              x.zeros("mask", num_first_pass), x.zeros("counts", num_reqs * num_slots),
-              x.zeros("counts", num_reqs * num_tokens), x.zeros("slot_mapping", num_first_pass),
-              x.zeros("counts", num_reqs + 1), x.zeros("counts", num_reqs),
-              x.zeros("positions", steps, num_reqs), x.zeros("slot_mapping", steps, num_reqs),
-              x.zeros("counts", steps, num_reqs), x.vocab_size, 0, 0, num_slots, shift,
-              x.block_size, x.max_model_len, num_steps)
+        _call("prepare_parallel_round", *x.verified(width), token_ids, positions,
+              x.block_table(), seq_lens, x.out("token_ids"), x.out("counts"),
+              x.out("token_ids"), x.out("positions"), x.out("mask"), x.out("counts"),
+              x.out("counts"), x.out("slot_mapping"), x.out("counts"), x.out("counts"),
+              *_step_outs(x, num_steps), x.vocab_size, 0, 0, num_slots, shift, x.block_size,
+              x.max_model_len, num_steps)
     return len(variants)
 
 
 @_warms("prepare_dflash_round")
 def _dflash_round(x, max_num_reqs):
-    variants = list(itertools.product(x.widths, _round_layouts(max_num_reqs)))
-    for width, (num_reqs, num_context) in variants:
-        verified, (_, positions, seq_lens), block_table = _round_batch(x, num_reqs, width,
-                                                                       num_context)
-        num_queries, num_total = num_reqs * (x.k + 1), num_reqs * num_context
-        _call("prepare_dflash_round", *verified, positions, block_table, seq_lens,
-              x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
-              x.zeros("token_ids", num_queries), x.zeros("positions", num_total),
-              x.zeros("positions", num_queries), x.zeros("slot_mapping", num_total),
-              x.zeros("slot_mapping", num_queries), x.zeros("counts", num_reqs * x.k),
-              x.zeros("counts", num_reqs + 1), x.zeros("counts", num_reqs), x.vocab_size, 0,
-              x.block_size, x.k)
-    return len(variants)
+    for width in x.widths:
+        _, positions, seq_lens = x.target(width)
+        _call("prepare_dflash_round", *x.verified(width), positions, x.block_table(),
+              seq_lens, x.out("token_ids"), x.out("counts"), x.out("token_ids"),
+              x.out("positions"), x.out("positions"), x.out("slot_mapping"),
+              x.out("slot_mapping"), x.out("counts"), x.out("counts"), x.out("counts"),
+              x.vocab_size, 0, x.block_size, x.k)
+    return len(x.widths)
 
 
 def warmup(device, *, vocab_size, block_size, num_speculative_tokens, max_model_len,

@@ -1,8 +1,6 @@
 """On random valid inputs: the Triton kernel == the CPU kernel == the loop reference of
 the contract, bit for bit, over whole out buffers (so untouched regions must stay poisoned)."""
 
-from unittest import mock
-
 import pytest
 import torch
 from hypothesis import given
@@ -11,7 +9,6 @@ from hypothesis import strategies as st
 from backends import BACKENDS, TRITON, run
 from reference import REFERENCES
 from samples import OPS, clone_args, sample
-from spec_ops._triton import rounds as rounds_kernels
 
 
 def assert_same(actual, expected, what):
@@ -51,11 +48,9 @@ def test_more_rows_than_one_program_and_long_requests(op, seed):
 @pytest.mark.parametrize("op", OPS)
 def test_a_few_long_requests_among_short_ones(op, seed):
     """A decode-sized batch (R = 100, short requests on average) with a few 100-300-token
-    requests: layouts chosen for short requests still cover the long ones. (The round ops
-    take their row layout from any batch size here; it is theirs from 1024 requests.)"""
-    with mock.patch.object(rounds_kernels, "ROUND_ROWS_MIN_REQS", 0):
-        check_all_ways(op, sample(op, seed, 100, uniform_dtype=TRITON == "cuda",
-                                  long_requests="some"))
+    requests: layouts chosen for short requests still cover the long ones."""
+    check_all_ways(op, sample(op, seed, 100, uniform_dtype=TRITON == "cuda",
+                              long_requests="some"))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,7 +4,6 @@ whole poisoned out buffers, on random batches, on the CPU kernels and the Triton
 leaves its inputs alone; on CUDA it is one launch."""
 
 import types
-from unittest import mock
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 from backends import BACKENDS, TRITON, call, place, run
 from round_sequences import SEQUENCES, cuda_launches_per_call, engine_batch
 from samples import clone_args, op_overload, sample, written_arg_indices
-from spec_ops._triton import rounds as rounds_kernels
 
 ROUND_OPS = sorted(SEQUENCES)
 SEEDS, SIZES = st.integers(0, 2**32 - 1), st.integers(0, 24)
@@ -41,15 +39,6 @@ def whole(tensor):
 @given(seed=SEEDS, num_reqs=SIZES)
 def test_round_op_equals_the_sequence_it_replaces(op, backend, seed, num_reqs):
     assert_equals_the_sequence(op, backend, seed, num_reqs)
-
-
-@pytest.mark.parametrize("op", ["prepare_parallel_round", "prepare_dflash_round"])
-@settings(max_examples=30)
-@given(seed=SEEDS, num_reqs=SIZES)
-def test_row_layout_equals_the_sequence_it_replaces(op, seed, num_reqs):
-    """6.2 and 6.3 take their row layout from 1024 requests; here from any batch size."""
-    with mock.patch.object(rounds_kernels, "ROUND_ROWS_MIN_REQS", 0):
-        assert_equals_the_sequence(op, TRITON, seed, num_reqs)
 
 
 def assert_equals_the_sequence(op, backend, seed, num_reqs):

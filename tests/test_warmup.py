@@ -13,7 +13,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import spec_ops
 from backends import HAS_CUDA
 from spec_ops._library import KERNELS
-from spec_ops._triton import rounds as rounds_kernels
 from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next_power_of_2
 
 warmup_module = sys.modules["spec_ops.warmup"]
@@ -69,24 +68,20 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
         monkeypatch.setattr(warmup_module, "_call",
                             lambda op, *args: KERNELS[op].triton(*args))
-    # 6.2 and 6.3 take their row layout from ROUND_ROWS_MIN_REQS requests, 2 here (warm-up
-    # builds batches that size, and interpreted kernels are slow).
-    monkeypatch.setattr(rounds_kernels, "ROUND_ROWS_MIN_REQS", 2)
     config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
     kernels = {name for name, _ in launched}
     k, block_size = config["num_speculative_tokens"], config["block_size"]
-    # One kernel per op, and 1.3, 1.4, 1.7 and the three round ops have a second layout for
-    # short requests, reached at both tile widths.
+    # One kernel per op, and 1.3, 1.4 and 1.7 have a second layout for short requests, reached
+    # at both tile widths.
     rows_kernels = {f"_{name}_rows_kernel" for name in (
         "compute_new_slot_mapping", "copy_and_expand_eagle_inputs",
-        "copy_and_expand_dflash_inputs", "prepare_parallel_round", "prepare_dflash_round")}
+        "copy_and_expand_dflash_inputs")}
     assert len(kernels) == len(KERNELS) + len(rows_kernels) and rows_kernels <= kernels
     for name in rows_kernels:
         assert {c[-1] for n, c in launched if n == name} == set(ROW_COLS), name
     for name in ("_prepare_eagle_round_kernel", "_prepare_parallel_round_kernel",
-                 "_prepare_parallel_round_rows_kernel", "_prepare_dflash_round_kernel",
-                 "_prepare_dflash_round_rows_kernel"):
+                 "_prepare_dflash_round_kernel"):
         assert {c[0] for n, c in launched if n == name} == {1, k + 1}, name     # NUM_COLS
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
