@@ -76,8 +76,7 @@ def _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, p
     """5.2's steps first_step ... first_step + STEPS - 1 of row req, loads only: (step, live,
     position, seq_len, slot), live where step < num_steps and ``valid``. Step s is 1.5's step
     applied s + 1 times to (position, seq_len) in registers, so all the steps' block-table
-    reads are one round trip. Per-request values may be [ROWS, 1] columns (the row layout):
-    the results are then [ROWS, STEPS] tiles."""
+    reads are one round trip."""
     step = first_step + tl.arange(0, STEPS).to(tl.int64)
     live = step < tl.where(valid, num_steps, 0)
     positions = tl.zeros((STEPS,), tl.int64) + position
