@@ -168,8 +168,6 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
                            num_tokens, SHIFT)
 
 
-# The three ops' parameters, shared by both layouts of each (the row kernels add ROWS, COLS).
-
 @spec_kernel
 def _prepare_eagle_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
