@@ -78,7 +78,9 @@ def write_context(target_positions_ptr, out_context_positions_ptr, out_context_s
 def query_slots(block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
                 num_query_per_req, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Request req's query tokens, loads only: (q, is_query, out index, position, slot) for
-    queries q at the positions after last_position (none when num_query_per_req is 0)."""
+    queries q at the positions after last_position (none when num_query_per_req is 0).
+    Per-request values may be [ROWS, 1] columns (the row layout): every query of every row
+    at once."""
     q = tl.arange(0, BLOCK_Q)
     is_query = q < num_query_per_req
     out = req * num_query_per_req + q
@@ -108,8 +110,7 @@ def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr
                   req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
                   num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Request req's query tokens r * Q + q: [next token, mask, mask, ...] at the positions
-    after last_position (none when num_query_per_req is 0). Per-request values may be
-    [ROWS, 1] columns (the row layout): every query of every row at once."""
+    after last_position (none when num_query_per_req is 0)."""
     q, is_query, out, position, slot = query_slots(
         block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
         num_query_per_req, BLOCK_SIZE, BLOCK_Q)

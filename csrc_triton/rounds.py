@@ -28,7 +28,7 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
-from .dflash import context_slots, context_tokens, query_slots, store_queries
+from .dflash import context_slots, query_slots, store_queries, write_context
 from .draft_step import _advance
 from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
@@ -365,9 +365,9 @@ def _prepare_dflash_round_kernel(
 
     # 1.4's context tokens (their own positions, and slots in the request's blocks): this
     # program's first chunk before any store, any further ones after.
+    context_end = tl.where(is_request, context_end, context_start)     # no context outside
     first = tl.maximum(-context_start, 0)
-    stop = tl.minimum(tl.where(is_request, context_end, context_start) - context_start,
-                      num_context - context_start)
+    stop = tl.minimum(context_end - context_start, num_context - context_start)
     num_programs = tl.num_programs(1).to(tl.int64)
     j = first + chunk * BLOCK + tl.arange(0, BLOCK)
     owned = j < stop
@@ -392,11 +392,11 @@ def _prepare_dflash_round_kernel(
     tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
     tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
              mask=(req == tl.num_programs(0) - 1) & (chunk == 0))
-    for chunk_start in range(first + (chunk + num_programs) * BLOCK, stop, num_programs * BLOCK):
-        jj = chunk_start + tl.arange(0, BLOCK)
-        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                       block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       context_start + jj, jj < stop, BLOCK_SIZE)
+    # This program's further context chunks: c + C, c + 2C, ...
+    write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                  block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
+                  context_end, num_context, chunk + num_programs, num_programs, BLOCK_SIZE,
+                  BLOCK)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
