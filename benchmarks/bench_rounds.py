@@ -67,11 +67,15 @@ I32, I64 = torch.int32, torch.int64
 
 # --- inputs: a verified decode batch and each method's out buffers, keyed by argument name ----
 
-def _verified_batch(num_reqs, k, gen):
+def _verified_batch(num_reqs, k, gen, long_requests=None):
     """_padded_batch's verification result, its discarded requests restricted to those
     without drafts as in the engine, plus the target's tokens: each request's tokens at
-    consecutive positions, far enough from max_model_len for its draft steps."""
+    consecutive positions, far enough from max_model_len for its draft steps.
+    ``long_requests`` (first, n, L): requests first ... first + n - 1 are chunked prefills of
+    L tokens instead (no drafts, one sampled token)."""
     batch = _padded_batch(num_reqs, k + 1, gen)
+    if long_requests is not None:
+        _make_prefills(batch, *long_requests)
     engine_batch([batch[name] for name in ("sampled_token_ids", "discard_request_mask",
                                            "backup_next_token_ids", "cu_num_draft_tokens")])
     query_start_loc = batch["query_start_loc"]
@@ -79,6 +83,8 @@ def _verified_batch(num_reqs, k, gen):
     query_lens = (query_start_loc[1:] - query_start_loc[:-1]).long()
     request = torch.repeat_interleave(torch.arange(num_reqs), query_lens)
     first_position = _randint(0, MAX_MODEL_LEN - 2 * k - 2, (num_reqs,), gen, I64)
+    if long_requests is not None:       # room for each request's tokens and draft steps
+        first_position = torch.minimum(first_position, MAX_MODEL_LEN - 2 * k - 2 - query_lens)
     offset = torch.arange(num_tokens) - query_start_loc[:-1].long()[request]
     positions = first_position[request] + offset
     block_table = _block_table(num_reqs, gen)
@@ -99,6 +105,20 @@ def _verified_batch(num_reqs, k, gen):
         "block_size": BLOCK_SIZE,
         "max_model_len": MAX_MODEL_LEN,
     }
+
+
+def _make_prefills(batch, first, count, length):
+    """Requests first ... first + count - 1 of a _padded_batch as chunked prefills of
+    ``length`` tokens: no drafts, one sampled token."""
+    rows = slice(first, first + count)
+    cu_num_draft = batch["cu_num_draft_tokens"].long()
+    num_drafts = torch.diff(cu_num_draft, prepend=cu_num_draft.new_zeros(1))
+    num_drafts[rows] = 0
+    batch["cu_num_draft_tokens"] = num_drafts.cumsum(0).to(I32)
+    batch["sampled_token_ids"][rows, 1:] = -1
+    query_lens = num_drafts + 1
+    query_lens[rows] = length
+    batch["query_start_loc"] = torch.cat([query_lens.new_zeros(1), query_lens.cumsum(0)]).to(I32)
 
 
 def _padded(num_tokens):

@@ -8,8 +8,10 @@ before its first store, so its chain of dependent global reads is three round tr
 inputs, the positions its slots start from, the block table (all draft steps' rows at once, as
 lanes of one vector). Further chunks of a long request load after that.
 
-Program (r, c) writes chunks c, c + C, ... of request r's first-pass tokens, and program
-(r, 0) alone the per-request outputs and the request's draft steps.
+Program (r, c) of a request's C programs writes chunk c of its first-pass tokens, BLOCK
+of them, and past the first C * BLOCK its chunks c, c + C, ... of WIDE_CHUNK (a long request
+in a decode-sized batch); program (r, 0) alone writes the per-request outputs and the
+request's draft steps.
 
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
@@ -36,6 +38,10 @@ from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 # Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
 # this many at a time).
 STEP_LANES = tl.constexpr(16)
+# Lanes per iteration of a request's first-pass tokens past its programs' first chunks: a long
+# request in a decode-sized batch (a chunked prefill among decodes) gets one program, whose
+# chunks are otherwise BLOCK = 64 lanes, one dependent load-then-store trip each.
+WIDE_CHUNK = tl.constexpr(256)
 # The round ops have no row layout. Measured in a CUDA graph on the H200 at K = 1, 3, 7
 # (scripts/sweep_row_layout.py, benchmarks/results/row_layout_rounds.txt): 6.1 in rows lost at
 # nearly every size; 6.2 and 6.3 in rows of 8 consecutive requests won at 1024 requests
@@ -54,6 +60,16 @@ def _request_state(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_
     last, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, req,
                                                 is_request, count)
     return next_token, count, last, rejected
+
+
+@triton.jit
+def _wide_chunks(first, step, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """The chunk loop past this program's first chunk, WIDE lanes at a time: (first, step) for
+    ``range`` with request_chunks' stop. The C programs of a request take its first C * BLOCK
+    items in chunks of BLOCK (request_chunks' first chunk each), then chunks c, c + C, ... of
+    WIDE items after those."""
+    chunk = tl.program_id(1).to(tl.int64)
+    return first + step + chunk * (WIDE - BLOCK), step // BLOCK * WIDE
 
 
 @triton.jit
@@ -216,11 +232,16 @@ def _prepare_eagle_round_kernel(
     first, stop, step = request_chunks(query_start,
                                        tl.where(is_request, query_next - query_start, 0),
                                        num_tokens, BLOCK)
+    j = first + tl.arange(0, BLOCK)
+    _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
+                      out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
+                      query_start + j, j < stop, last, next_token, num_tokens)
+    first, step = _wide_chunks(first, step, BLOCK, WIDE_CHUNK)
     for chunk_start in range(first, stop, step):
-        j = chunk_start + tl.arange(0, BLOCK)
+        wide = chunk_start + tl.arange(0, WIDE_CHUNK)
         _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
                           out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
-                          query_start + j, j < stop, last, next_token, num_tokens)
+                          query_start + wide, wide < stop, last, next_token, num_tokens)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
     _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
                   input_batch_size, BLOCK)
@@ -296,12 +317,21 @@ def _prepare_parallel_round_kernel(
     num_valid = last - query_start + (0 if SHIFT else 1)
     total = tl.where(is_request, query_next - query_start + num_new, 0)
     first, stop, step = request_chunks(out_start, total, num_first_pass, BLOCK)
+    j = first + tl.arange(0, BLOCK)
+    _parallel_first_pass(
+        target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+        out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
+        out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, j < stop, req, out_start,
+        query_start, query_next, num_valid, next_token, first_position, num_tokens,
+        padding_token_id, parallel_drafting_token_id, num_padding_slots, max_model_len, SHIFT,
+        BLOCK_SIZE)
+    first, step = _wide_chunks(first, step, BLOCK, WIDE_CHUNK)
     for chunk_start in range(first, stop, step):
-        j = chunk_start + tl.arange(0, BLOCK)
+        wide = chunk_start + tl.arange(0, WIDE_CHUNK)
         _parallel_first_pass(
             target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
             out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
-            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, j < stop, req,
+            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, wide, wide < stop, req,
             out_start, query_start, query_next, num_valid, next_token, first_position,
             num_tokens, padding_token_id, parallel_drafting_token_id, num_padding_slots,
             max_model_len, SHIFT, BLOCK_SIZE)

@@ -1,10 +1,12 @@
-"""GPU µs of 1.3, 1.4 and 1.7 on decode batches that hold a few long requests next to each
-other: what the row layout's shape-only choice costs when its average hides them.
+"""GPU µs of 1.3, 1.4 and 1.7, and of the round ops, on decode batches that hold a few long
+requests next to each other: what shape-only grid choices cost when the batch's average hides
+them.
 
-    python scripts/mixed_batch.py [--tail LANES]
+    python scripts/mixed_batch.py [--tail LANES] [--wide LANES] [--only single|rounds]
 
-(--tail sets the row layout's lanes per remainder iteration, ROW_TAIL, before any kernel
-compiles: what the shipped value was chosen from.)
+(--tail sets the row layout's lanes per remainder iteration, ROW_TAIL, and --wide the round
+kernels' lanes per chunk past a program's first (rounds.WIDE_CHUNK; 64 is one BLOCK, chunks
+all alike), before any kernel compiles: what the shipped values were chosen from.)
 
 1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
 (chunked prefills), n, L in CASES. The batch's average stays decode-sized, so the launch
@@ -12,10 +14,15 @@ functions take the row layout (8 requests per program), where one program runs t
 requests' remainders one after another; against that, the same calls with the row layout
 turned off (one program per request and chunk). bench_ops' inputs otherwise, outputs of both
 layouts compared. CUDA graph µs per call (bench_ops.graph_us).
+
+Round ops: the same 1024 requests from bench_rounds' batches (K = 3), n adjacent requests
+made chunked prefills of L tokens (no drafts, one sampled token). Their kernels have one
+layout (a program per request and chunk); outputs compared with the sequence each replaces.
 """
 
 import argparse
 import contextlib
+import functools
 import sys
 from pathlib import Path
 from unittest import mock
@@ -25,10 +32,11 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_ops  # noqa: E402
-from spec_ops._triton import dflash, expand  # noqa: E402
+from spec_ops._triton import dflash, expand, rounds  # noqa: E402
 
 NUM_REQS = 1024
 CASES = ((0, 0), (1, 256), (8, 256), (16, 256), (1, 2048), (4, 2048))
+ROUND_CASES = ((0, 0), (1, 256), (8, 256), (1, 2048), (4, 2048))
 ITEMS = {"1.3": "out_input_ids", "1.4": "target_positions", "1.7": "new_positions"}
 OPS = {"1.3": expand, "1.4": dflash, "1.7": expand}
 K, I32, I64 = bench_ops.K, torch.int32, torch.int64
@@ -64,17 +72,48 @@ def outputs(name, state):
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+def round_ops(k=3):
+    """Each round method at NUM_REQS requests of bench_rounds' batches, with n adjacent
+    chunked prefills of L tokens (ROUND_CASES) from request NUM_REQS - n - 100 on."""
+    import bench_rounds
+    from round_sequences import SEQUENCES
+    print(f"round ops, K = {k}, chunks past a program's first: {rounds.WIDE_CHUNK} lanes")
+    for method, op, inputs in bench_rounds.METHODS:
+        fn = getattr(torch.ops.spec_ops, op).default
+        for num_long, length in ROUND_CASES:
+            batch = functools.partial(bench_rounds._verified_batch, long_requests=(
+                NUM_REQS - num_long - 100, num_long, length))
+            with mock.patch.object(bench_rounds, "_verified_batch", batch):
+                initial = bench_ops._fresh(inputs(NUM_REQS, k, torch.Generator().manual_seed(1)),
+                                           "cuda")
+            expected = bench_ops._outputs(op, fn, initial)
+            mismatches = bench_ops._check(op, SEQUENCES[op], initial, expected)
+            args = bench_ops._op_args(op, bench_ops._fresh(initial))
+            print(f"{method:<12} n={num_long:<3} L={length:<5} "
+                  f"{bench_ops.graph_us(lambda: fn(*args)):.3f}"
+                  + (f"  MISMATCH {mismatches[:2]}" if mismatches else ""), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tail", type=int, default=None)
-    tail = parser.parse_args().tail
-    if tail is not None:
+    parser.add_argument("--wide", type=int, default=None)
+    parser.add_argument("--only", choices=("single", "rounds"), default=None)
+    options = parser.parse_args()
+    if options.tail is not None:
         for module in set(OPS.values()):
-            module.ROW_TAIL = tl.constexpr(tail)
+            module.ROW_TAIL = tl.constexpr(options.tail)
+    if options.wide is not None:
+        rounds.WIDE_CHUNK = tl.constexpr(options.wide)
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
           f"{floor:.3f}; {NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, "
-          f"among decodes of K + 1; row layout tail {expand.ROW_TAIL} lanes")
+          f"among decodes of K + 1")
+    if options.only != "single":
+        round_ops()
+    if options.only == "rounds":
+        return
+    print(f"row layout tail {expand.ROW_TAIL} lanes")
     for label, module in OPS.items():
         op = next(op for op in bench_ops.OPS if op.label == label)
         for num_long, length in CASES:

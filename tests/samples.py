@@ -43,10 +43,13 @@ def scalars(rng):
 
 def request_length(rng, low, high):
     """A per-request token count (3 under FixedLayoutRandom; 100-300 for long requests, or for
-    about one request in 30 with long_requests="some")."""
+    about one request in 30 with long_requests="some"; 300-900 for about one in 10 with
+    long_requests="prefill")."""
     long_requests = getattr(rng, "long_requests", False)
     if long_requests is True or (long_requests == "some" and rng.random() < 1 / 30):
         return rng.randint(100, 300)
+    if long_requests == "prefill" and rng.random() < 1 / 10:
+        return rng.randint(300, 900)
     return pick(rng, range(low, high + 1), 3)
 
 
@@ -444,7 +447,8 @@ OPS = sorted(SAMPLERS)
 def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False):
     """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
     dtype (drawn from the seed) for every integer tensor, ``long_requests`` 100-300 tokens per
-    request (several chunks per program), or "some": a few such requests among short ones."""
+    request (several chunks per program), or "some": a few such requests among short ones, or
+    "prefill": 300-900-token requests among short ones (round ops: chunked prefills)."""
     if fixed_dtype is not None:
         rng = FixedLayoutRandom(seed, fixed_dtype)
     elif uniform_dtype:

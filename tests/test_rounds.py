@@ -41,11 +41,22 @@ def test_round_op_equals_the_sequence_it_replaces(op, backend, seed, num_reqs):
     assert_equals_the_sequence(op, backend, seed, num_reqs)
 
 
-def assert_equals_the_sequence(op, backend, seed, num_reqs):
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("seed, num_reqs", [(1, 40), (7, 6), (11, 6)])
+def test_round_op_with_chunked_prefills_among_decodes(op, backend, seed, num_reqs):
+    """300-900-token requests among short ones: past a program's first chunk, wider chunks,
+    several per program; at R = 40 one program per request, at R = 6 several (3-5), their
+    wider chunks interleaved."""
+    assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests="prefill")
+
+
+def assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests=False):
     # Only batches the engine schedules: for a discarded request that had drafts, the
     # engine's scatter and gather at its last index are undefined (round_ops.md's deviations;
     # test_properties.py checks the round ops there against the reference).
-    args = engine_batch(sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda"))
+    args = engine_batch(sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda",
+                               long_requests=long_requests))
     sequence_args = place(args, backend)
     SEQUENCES[op](*sequence_args, ops=BackendOps(backend))
     expected = [sequence_args[i] for i in written_arg_indices(op)]
