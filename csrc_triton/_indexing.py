@@ -1,5 +1,5 @@
 """Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loop of the
-per-request grids, the row layout's requests and a row of its tiles."""
+per-request grids, the row layout's requests and the flat loop over their remainders."""
 
 import triton
 import triton.language as tl
@@ -44,6 +44,32 @@ def row_group(ROWS: tl.constexpr):
 
 
 @triton.jit
-def row_value(values, row, ROWS: tl.constexpr):
-    """Entry ``row`` of a [ROWS] tile, as a scalar (the row layout's long-request loop)."""
-    return tl.sum(tl.where(tl.arange(0, ROWS) == row, values, 0))
+def flat_remainders(first, last):
+    """The items [first, last) of each row of a [ROWS] group laid end to end, a row with none
+    taking no room: (each row's flat start, its flat end, the total). The row layout's loop
+    after its tiles runs over the flat indices: one loop for the group, whichever rows hold the
+    remainders."""
+    count = tl.maximum(last - first, 0)
+    flat_end = tl.cumsum(count, 0)
+    return flat_end - count, flat_end, tl.sum(count)
+
+
+@triton.jit
+def flat_rows(f, flat_start, flat_end):
+    """[ROWS, LANES]: whether flat index f (a [LANES] vector) falls in each row's
+    [flat_start, flat_end). One row per lane at most (none past the total), for ``pick``."""
+    return (f[None, :] >= flat_start[:, None]) & (f[None, :] < flat_end[:, None])
+
+
+@triton.jit
+def pick(in_row, values):
+    """Per lane, the entry of ``values`` ([ROWS]) of the row ``in_row`` marks, 0 for none.
+
+    Rows run along axis 0: Triton's default layout of a [ROWS, LANES] tile with at least as
+    many lanes as threads gives each thread whole columns, so the sum stays in its registers
+    (no shuffles, no shared memory). Each thread then needs all of ``values``: the row kernels
+    load them again inside their remainder branch, since for values carried over from the
+    tile Triton repeats the loads in that layout where the tile's are, before the branch,
+    in every program (1.3 with shift, sm_90 PTX: 49 loads per thread ahead of the branch with
+    the values carried over, 9 with them loaded again)."""
+    return tl.sum(tl.where(in_row, values[:, None], 0), axis=0)

@@ -56,11 +56,12 @@ MAX_CHUNKS = 1024
 ROW_GROUP = 8
 ROW_WARPS = 4
 ROW_COLS = (8, 16)
-# Lanes per iteration of the row layout's loop over a long request's remaining items (after the
-# tile): a decode-sized batch can hold chunked prefills. At 1024 requests with four adjacent
-# 2048-token requests, 1.3 took 16.8 us per call with ROW_GROUP * COLS lanes per iteration,
-# 11.1 with 512 (10.4 per request); 1024 and 2048 lanes were slower for 256-token requests
-# (scripts/mixed_batch.py, benchmarks/results/mixed_batch.txt).
+# Lanes per iteration of the row layout's loop over its requests' remaining items (after the
+# tile, every request's laid end to end): a decode-sized batch can hold chunked prefills. At
+# 1024 requests with four adjacent 2048-token requests, 1.3 took 16.8 us per call with
+# ROW_GROUP * COLS lanes per iteration, 11.1 with 512 (10.4 per request); 1024 and 2048 lanes
+# were slower for 256-token requests (scripts/mixed_batch.py,
+# benchmarks/results/mixed_batch.txt; measured with one loop per request).
 ROW_TAIL = tl.constexpr(512)
 LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 

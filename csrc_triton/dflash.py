@@ -11,13 +11,14 @@ the overlap wins). Program (r, c) writes context chunks c, c + C, ... of request
 
 Batches of decode-sized requests (at most 8 or 16 context tokens on average, from shapes) take
 the row layout instead (csrc_triton/_launch.py): ROW_GROUP requests per program, their context
-and their queries as two tiles, any longer request's remaining context in a loop after them.
+and their queries as two tiles, then the longer requests' remaining context, laid end to end, in
+one loop.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import row_group, row_value, slot_lookup
+from ._indexing import flat_remainders, flat_rows, pick, row_group, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -165,6 +166,19 @@ def _copy_and_expand_dflash_inputs_kernel(
                       BLOCK_SIZE, BLOCK_Q)
 
 
+@triton.jit
+def _context_rows(query_start_loc_ptr, req, num_reqs, num_context):
+    """The row layout's requests ``req`` ([ROWS]; those past num_reqs write nothing):
+    (context_start, context_end, first, stop): request r writes context tokens
+    context_start + j for j in [first, stop), in the buffer."""
+    is_request = req < num_reqs
+    context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    stop = tl.where(is_request,
+                    tl.minimum(context_end - context_start, num_context - context_start), 0)
+    return context_start, context_end, tl.maximum(-context_start, 0), stop
+
+
 @spec_kernel
 def _copy_and_expand_dflash_inputs_rows_kernel(
     next_token_ids_ptr,          # [R]
@@ -186,15 +200,13 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
 ):
     # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS context
     # tokens and one [ROWS, BLOCK_Q] tile of their queries; then, only if some request has
-    # more context, the rest of each such request's.
+    # more context, the rest of every request's laid end to end, ROW_TAIL at a time
+    # (flat_remainders).
     pdl_prologue(PDL)
     req = row_group(ROWS)
     is_request = req < num_reqs
-    context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    first = tl.maximum(-context_start, 0)
-    stop = tl.where(is_request,
-                    tl.minimum(context_end - context_start, num_context - context_start), 0)
+    context_start, context_end, first, stop = _context_rows(query_start_loc_ptr, req, num_reqs,
+                                                            num_context)
     j = tl.arange(0, COLS)[None, :]
     i = context_start[:, None] + j
     owned = (j >= first[:, None]) & (j < stop[:, None])
@@ -220,16 +232,19 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
                   parallel_drafting_token_id, num_speculative_tokens, q, is_query, out,
                   query_position, query_slot)
     if tl.max(stop) > COLS:
-        for row in range(ROWS):
-            row_start = row_value(context_start, row, ROWS)
-            row_stop = row_value(stop, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROW_TAIL):
-                jj = chunk_start + tl.arange(0, ROW_TAIL)
-                context_tokens(target_positions_ptr, out_context_positions_ptr,
-                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
-                               num_block_cols, row_value(req, row, ROWS),
-                               row_start + jj, jj < row_stop, BLOCK_SIZE)
+        # Loaded again, not carried over from the tile: see pick.
+        context_start, _, first, stop = _context_rows(query_start_loc_ptr, req, num_reqs,
+                                                      num_context)
+        rest = tl.maximum(first, COLS)
+        flat_start, flat_end, flat_total = flat_remainders(rest, stop)
+        for flat_first in range(0, flat_total, ROW_TAIL):
+            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+            in_row = flat_rows(f, flat_start, flat_end)
+            context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                           block_table_ptr, block_table_row_stride, num_block_cols,
+                           pick(in_row, req),
+                           f + pick(in_row, context_start + rest - flat_start),
+                           f < flat_total, BLOCK_SIZE)
 
 
 _copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,

@@ -7,14 +7,15 @@ is bounded by the out buffer's shape-derived size as well, so a garbage query_st
 neither write out of bounds nor loop for long.
 
 On decode-sized requests (at most 8 or 16 outputs or entries on average, from shapes) both take
-the row layout instead: ROW_GROUP requests per program as one tile, each longer request's
-remainder in a loop after it, so 1024 decodes run 128 (1.7: 129) programs.
+the row layout instead: ROW_GROUP requests per program as one tile, then the items of the
+longer requests past the tile, laid end to end, in one loop, so 1024 decodes run 128 (1.7: 129)
+programs.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, row_group, row_value, slot_lookup
+from ._indexing import flat_remainders, flat_rows, pick, request_chunks, row_group, slot_lookup
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -143,6 +144,29 @@ def _copy_and_expand_eagle_inputs_kernel(
                                num_padding_slots, num_input_tokens, SHIFT)
 
 
+@triton.jit
+def _expanded_rows(target_positions_ptr, next_token_ids_ptr, query_start_loc_ptr,
+                   query_end_loc_ptr, req, num_reqs, num_input_tokens, num_outputs,
+                   num_padding_slots, SHIFT: tl.constexpr):
+    """The row layout's requests ``req`` ([ROWS]; those past num_reqs write nothing): their
+    values for _expanded_outputs, (out_start, query_start, query_next, num_valid, next_token,
+    first_position), and the j each owns, [first, last) (as in the per-request kernel)."""
+    is_request = req < num_reqs
+    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    query_end = tl.load(query_end_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
+    first_position = tl.load(
+        target_positions_ptr + query_start,
+        mask=is_request & (query_start >= 0) & (query_start < num_input_tokens),
+        other=0).to(tl.int64)
+    out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
+    num_valid = query_end - query_start + (0 if SHIFT else 1)
+    total = tl.where(is_request, num_valid + num_padding_slots + (query_next - query_end - 1), 0)
+    return (out_start, query_start, query_next, num_valid, next_token, first_position,
+            tl.maximum(-out_start, 0), tl.minimum(total, num_outputs - out_start))
+
+
 @spec_kernel
 def _copy_and_expand_eagle_inputs_rows_kernel(
     target_token_ids_ptr,        # [T_in]
@@ -162,23 +186,14 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
     SHIFT: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
     # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS outputs;
-    # then, only if some request has more, the rest of each such request's.
+    # then, only if some request has more, the rest of every request's outputs laid end to end,
+    # ROW_TAIL at a time, each lane with its request's values (flat_remainders).
     pdl_prologue(PDL)
     req = row_group(ROWS)
-    is_request = req < num_reqs
-    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    query_end = tl.load(query_end_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
-    next_token = tl.load(next_token_ids_ptr + req, mask=is_request, other=0).to(tl.int64)
-    first_position = tl.load(
-        target_positions_ptr + query_start,
-        mask=is_request & (query_start >= 0) & (query_start < num_input_tokens),
-        other=0).to(tl.int64)
-    out_start = query_start + req * (num_padding_slots - 1 if SHIFT else num_padding_slots)
-    num_valid = query_end - query_start + (0 if SHIFT else 1)
-    total = tl.where(is_request, num_valid + num_padding_slots + (query_next - query_end - 1), 0)
-    first = tl.maximum(-out_start, 0)
-    last = tl.minimum(total, num_outputs - out_start)
+    (out_start, query_start, query_next, num_valid, next_token, first_position, first,
+     last) = _expanded_rows(target_positions_ptr, next_token_ids_ptr, query_start_loc_ptr,
+                            query_end_loc_ptr, req, num_reqs, num_input_tokens, num_outputs,
+                            num_padding_slots, SHIFT)
     j = tl.arange(0, COLS)[None, :]
     _expanded_outputs(target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
                       out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
@@ -188,21 +203,24 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
                       first_position[:, None], num_input_tokens, padding_token_id,
                       parallel_drafting_token_id, num_padding_slots, SHIFT)
     if tl.max(last) > COLS:
-        for row in range(ROWS):
-            row_last = row_value(last, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_last,
-                                     ROW_TAIL):
-                jj = chunk_start + tl.arange(0, ROW_TAIL)
-                _expanded_outputs(
-                    target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
-                    out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
-                    out_hidden_state_mapping_ptr, jj, jj < row_last,
-                    row_value(req, row, ROWS),
-                    row_value(out_start, row, ROWS), row_value(query_start, row, ROWS),
-                    row_value(query_next, row, ROWS), row_value(num_valid, row, ROWS),
-                    row_value(next_token, row, ROWS), row_value(first_position, row, ROWS),
-                    num_input_tokens, padding_token_id, parallel_drafting_token_id,
-                    num_padding_slots, SHIFT)
+        # Loaded again, not carried over from the tile: see pick.
+        (out_start, query_start, query_next, num_valid, next_token, first_position, first,
+         last) = _expanded_rows(target_positions_ptr, next_token_ids_ptr, query_start_loc_ptr,
+                                query_end_loc_ptr, req, num_reqs, num_input_tokens, num_outputs,
+                                num_padding_slots, SHIFT)
+        rest = tl.maximum(first, COLS)
+        flat_start, flat_end, flat_total = flat_remainders(rest, last)
+        for flat_first in range(0, flat_total, ROW_TAIL):
+            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+            in_row = flat_rows(f, flat_start, flat_end)
+            _expanded_outputs(
+                target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr, out_rejected_ptr,
+                out_masked_ptr, out_new_token_indices_ptr, out_hidden_state_mapping_ptr,
+                f + pick(in_row, rest - flat_start), f < flat_total, pick(in_row, req),
+                pick(in_row, out_start), pick(in_row, query_start), pick(in_row, query_next),
+                pick(in_row, num_valid), pick(in_row, next_token), pick(in_row, first_position),
+                num_input_tokens, padding_token_id, parallel_drafting_token_id,
+                num_padding_slots, SHIFT)
 
 
 @triton.jit
@@ -256,6 +274,16 @@ def _compute_new_slot_mapping_kernel(
                    j < stop, j < num_kept, BLOCK_SIZE)
 
 
+@triton.jit
+def _new_slot_row_entries(query_start_loc_ptr, req, num_reqs, num_entries, num_new_tokens):
+    """The row layout's rows ``req`` ([ROWS]; those past R write nothing): (start, first, stop,
+    entries kept): row r writes entries start + j for j in [first, stop), in the buffer."""
+    start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
+                                            num_new_tokens)
+    return (start, tl.maximum(-start, 0),
+            tl.where(req <= num_reqs, tl.minimum(count, num_entries - start), 0), num_kept)
+
+
 @spec_kernel
 def _compute_new_slot_mapping_rows_kernel(
     block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
@@ -268,30 +296,31 @@ def _compute_new_slot_mapping_rows_kernel(
     BLOCK_SIZE: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr,
 ):
     # Program p: its ROWS rows (row_group; r <= R, as above) as one [ROWS, COLS] tile of their first
-    # COLS entries; then, only if some row is longer, the rest of each such row.
+    # COLS entries; then, only if some row is longer, the rest of every row's entries laid end to
+    # end, ROW_TAIL at a time (flat_remainders).
     pdl_prologue(PDL)
     req = row_group(ROWS)
-    start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
-                                            num_new_tokens)
-    first = tl.maximum(-start, 0)
-    stop = tl.where(req <= num_reqs, tl.minimum(count, num_entries - start), 0)
+    start, first, stop, num_kept = _new_slot_row_entries(query_start_loc_ptr, req, num_reqs,
+                                                         num_entries, num_new_tokens)
     j = tl.arange(0, COLS)[None, :]
     _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
                block_table_row_stride, num_block_cols, max_model_len, req[:, None],
                start[:, None] + j, (j >= first[:, None]) & (j < stop[:, None]),
                j < num_kept[:, None], BLOCK_SIZE)
     if tl.max(stop) > COLS:
-        for row in range(ROWS):
-            row_start = row_value(start, row, ROWS)
-            row_stop = row_value(stop, row, ROWS)
-            row_kept = row_value(num_kept, row, ROWS)
-            for chunk_start in range(tl.maximum(row_value(first, row, ROWS), COLS), row_stop,
-                                     ROW_TAIL):
-                jj = chunk_start + tl.arange(0, ROW_TAIL)
-                _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
-                           out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
-                           max_model_len, row_value(req, row, ROWS),
-                           row_start + jj, jj < row_stop, jj < row_kept, BLOCK_SIZE)
+        # Loaded again, not carried over from the tile: see pick.
+        start, first, stop, num_kept = _new_slot_row_entries(query_start_loc_ptr, req, num_reqs,
+                                                             num_entries, num_new_tokens)
+        rest = tl.maximum(first, COLS)
+        flat_start, flat_end, flat_total = flat_remainders(rest, stop)
+        for flat_first in range(0, flat_total, ROW_TAIL):
+            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+            in_row = flat_rows(f, flat_start, flat_end)
+            jj = f + pick(in_row, rest - flat_start)
+            _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
+                       block_table_row_stride, num_block_cols, max_model_len,
+                       pick(in_row, req), pick(in_row, start) + jj, f < flat_total,
+                       jj < pick(in_row, num_kept), BLOCK_SIZE)
 
 
 _copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel,

@@ -1,8 +1,9 @@
 """The row layout of 1.3, 1.4 and 1.7 (decode-sized batches, several requests per program) on
 garbage query_start_loc values, which no check can see without reading the device: it writes
 nothing outside its out buffers, and 1.7's row layout writes what the per-request layout
-writes wherever one request owns an entry. (Valid inputs take either layout in the property
-tests.)"""
+writes wherever one request owns an entry. Then valid batches whose long requests share a
+program, with remainders past the tile longer than a loop iteration: the row layout writes
+what the per-request layout writes. (Valid inputs take either layout in the property tests.)"""
 
 import random
 from unittest import mock
@@ -115,3 +116,86 @@ def test_dflash_rows_write_inside_their_buffers_on_garbage(seed, cols):
             garbage_starts(rng, num_reqs), rejected if rng.random() < 0.5 else None, 1001,
             16, num_query, num_query - 1)
     assert_bands_intact(buffers, outs)
+
+
+# Valid requests, three long ones of different lengths in one program's rows (ROW_GROUP
+# requests p, p + P, ... of P = 3 programs): 0, 3 and 6, whose remainders past the tile span
+# several ROW_TAIL chunks laid end to end, a fourth long one in another program, short ones
+# elsewhere, and the last program's empty rows.
+NUM_LONG_REQS = 17
+LONG_LENGTHS = {0: 700, 3: 300, 6: 1100, 4: 40}
+
+
+def long_among_short_starts(rng):
+    lengths = [LONG_LENGTHS.get(r, rng.randint(1, 4)) for r in range(NUM_LONG_REQS)]
+    starts = torch.tensor([0, *lengths], device=DEVICE).cumsum(0)
+    return lengths, starts.to(torch.int32)
+
+
+def assert_rows_equal_per_request(module, launch, sizes):
+    """``launch(outs)`` with each layout writes the same whole poisoned buffers."""
+    results = {}
+    for cols in (None, *ROW_COLS):
+        buffers, outs = zip(*[guarded(size, dtype) for size, dtype in sizes])
+        with forced(module, cols):
+            launch(outs)
+        results[cols] = [buffer.cpu() for buffer in buffers]
+    for cols in ROW_COLS:
+        for got, expected in zip(results[cols], results[None]):
+            assert torch.equal(got, expected), cols
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_expand_rows_equal_per_request_with_long_requests(shift):
+    rng = random.Random(int(shift))
+    lengths, starts = long_among_short_starts(rng)
+    num_tokens, slots = int(starts[-1]), 3
+    num_outputs = num_tokens + NUM_LONG_REQS * (slots - 1 if shift else slots)
+    ends = torch.tensor([int(starts[r + 1]) - 1 - rng.randint(0, min(lengths[r] - 1, slots))
+                         for r in range(NUM_LONG_REQS)], dtype=torch.int32, device=DEVICE)
+    args = (torch.randint(0, 1000, (num_tokens,), device=DEVICE),
+            torch.randint(0, 100, (num_tokens,), device=DEVICE),
+            torch.randint(0, 1000, (NUM_LONG_REQS,), dtype=torch.int32, device=DEVICE))
+    assert_rows_equal_per_request(
+        expand,
+        lambda outs: expand.launch_copy_and_expand_eagle_inputs(
+            *args, *outs, starts, ends, 3, 1001, slots, shift, num_outputs),
+        [(num_outputs, torch.int64), (num_outputs, torch.int64), (num_outputs, torch.bool),
+         (num_outputs, torch.bool), (NUM_LONG_REQS * slots, torch.int64),
+         (num_tokens, torch.int64)])
+
+
+def test_new_slot_mapping_rows_equal_per_request_with_long_requests():
+    """Also a long row past the last request (entries the padding row sets to -1)."""
+    rng = random.Random(0)
+    _, starts = long_among_short_starts(rng)
+    num_new = 2
+    num_entries = int(starts[-1]) + NUM_LONG_REQS * num_new + 600
+    args = (torch.randint(0, 100, (NUM_LONG_REQS, 80), dtype=torch.int32, device=DEVICE),
+            starts, torch.randint(0, 1200, (num_entries,), device=DEVICE),
+            torch.rand(num_entries, device=DEVICE) < 0.2)
+    assert_rows_equal_per_request(
+        expand,
+        lambda outs: expand.launch_compute_new_slot_mapping(*args, *outs, 16, num_new, 1100),
+        [(num_entries, torch.int64)])
+
+
+@pytest.mark.parametrize("with_rejected", [False, True])
+def test_dflash_rows_equal_per_request_with_long_requests(with_rejected):
+    rng = random.Random(int(with_rejected))
+    lengths, starts = long_among_short_starts(rng)
+    num_context, num_query = int(starts[-1]), 3
+    rejected = torch.tensor([rng.randint(0, lengths[r] - 1) for r in range(NUM_LONG_REQS)],
+                            dtype=torch.int32, device=DEVICE)
+    next_token_ids = torch.randint(0, 1000, (NUM_LONG_REQS,), dtype=torch.int32,
+                                   device=DEVICE)
+    positions = torch.randint(0, 1200, (num_context,), device=DEVICE)
+    block_table = torch.randint(0, 100, (NUM_LONG_REQS, 80), dtype=torch.int32, device=DEVICE)
+    sizes = [NUM_LONG_REQS * num_query, num_context, NUM_LONG_REQS * num_query, num_context,
+             NUM_LONG_REQS * num_query, NUM_LONG_REQS * (num_query - 1)]
+    assert_rows_equal_per_request(
+        dflash,
+        lambda outs: dflash.launch_copy_and_expand_dflash_inputs(
+            next_token_ids, positions, *outs, block_table, starts,
+            rejected if with_rejected else None, 1001, 16, num_query, num_query - 1),
+        [(size, torch.int64) for size in sizes])
