@@ -1,4 +1,4 @@
-"""Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loop of the
+"""Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loops of the
 per-request grids, the row layout's requests and the flat loop over their remainders."""
 
 import triton
@@ -33,6 +33,16 @@ def request_chunks(start, count, size, BLOCK: tl.constexpr):
     stop = tl.minimum(count, size - start)
     return (first + tl.program_id(1).to(tl.int64) * BLOCK, stop,
             tl.num_programs(1).to(tl.int64) * BLOCK)
+
+
+@triton.jit
+def wide_chunks(first, step, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """The chunk loop past this program's first chunk (request_chunks' ``first``, ``step``),
+    WIDE items at a time: (first, step) for ``range`` with request_chunks' stop. The C
+    programs of a request take its first C * BLOCK items as one chunk of BLOCK each, then
+    chunks c, c + C, ... of WIDE after those."""
+    chunk = tl.program_id(1).to(tl.int64)
+    return first + step + chunk * (WIDE - BLOCK), step // BLOCK * WIDE
 
 
 @triton.jit

@@ -63,6 +63,12 @@ ROW_COLS = (8, 16)
 # were slower for 256-token requests (scripts/mixed_batch.py,
 # benchmarks/results/mixed_batch.txt; measured with one loop per request).
 ROW_TAIL = tl.constexpr(512)
+# Lanes per iteration of a per-request grid's loop past each program's first chunk (rounds,
+# and 1.3 / 1.4 / 1.7 one program per request): a long request among short ones (a chunked
+# prefill in a decode batch) gets few programs, whose chunks would otherwise be
+# PER_REQUEST_BLOCK lanes, one dependent load-then-store trip each. 256 lanes keep the round
+# kernels free of spills on sm_90 (512: 255 registers and spills in 6.2's kernel).
+WIDE_CHUNK = tl.constexpr(256)
 LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 
 

@@ -18,13 +18,14 @@ one loop.
 import triton
 import triton.language as tl
 
-from ._indexing import flat_remainders, flat_rows, pick, row_group, slot_lookup
+from ._indexing import flat_remainders, flat_rows, pick, row_group, slot_lookup, wide_chunks
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
     ROW_TAIL,
     ROW_WARPS,
+    WIDE_CHUNK,
     Launcher,
     cdiv,
     next_power_of_2,
@@ -64,12 +65,30 @@ def write_context(target_positions_ptr, out_context_positions_ptr, out_context_s
                     block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
                     context_end, num_context, chunk, num_context_programs,
                     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
-    """A request's context tokens, chunks chunk, chunk + C, ... of its [0, count), bounded by
-    the buffer whatever query_start_loc holds."""
-    first = tl.maximum(-context_start, 0)
+    """A request's context tokens [0, count) that program ``chunk`` (= tl.program_id(1)) of
+    C writes: its chunk of BLOCK, then context_rest's; bounded by the buffer whatever
+    query_start_loc holds."""
+    first = tl.maximum(-context_start, 0) + chunk * BLOCK
     stop = tl.minimum(context_end - context_start, num_context - context_start)
-    for chunk_start in range(first + chunk * BLOCK, stop, num_context_programs * BLOCK):
-        j = chunk_start + tl.arange(0, BLOCK)
+    j = first + tl.arange(0, BLOCK)
+    context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                   block_table_ptr, block_table_row_stride, num_block_cols, req,
+                   context_start + j, j < stop, BLOCK_SIZE)
+    context_rest(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                 block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
+                 first, stop, num_context_programs * BLOCK, BLOCK_SIZE, BLOCK)
+
+
+@triton.jit
+def context_rest(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                 block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
+                 first, stop, step, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
+    """A request's context tokens past its C programs' first chunks of BLOCK (``first``,
+    ``stop``, ``step`` = C * BLOCK as in request_chunks), WIDE_CHUNK at a time
+    (wide_chunks)."""
+    first, step = wide_chunks(first, step, BLOCK, WIDE_CHUNK)
+    for chunk_start in range(first, stop, step):
+        j = chunk_start + tl.arange(0, WIDE_CHUNK)
         context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
                        block_table_ptr, block_table_row_stride, num_block_cols, req,
                        context_start + j, j < stop, BLOCK_SIZE)

@@ -20,17 +20,18 @@ are constants, dealt out chunk by chunk over all programs, each entry stored by 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, slot_lookup
+from ._indexing import request_chunks, slot_lookup, wide_chunks
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
+    WIDE_CHUNK,
     Launcher,
     next_power_of_2,
     num_chunks,
     pdl_prologue,
     spec_kernel,
 )
-from .dflash import context_slots, query_slots, store_queries, write_context
+from .dflash import context_rest, context_slots, query_slots, store_queries
 from .draft_step import _advance
 from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
@@ -38,10 +39,6 @@ from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 # Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
 # this many at a time).
 STEP_LANES = tl.constexpr(16)
-# Lanes per iteration of a request's first-pass tokens past its programs' first chunks: a long
-# request in a decode-sized batch (a chunked prefill among decodes) gets one program, whose
-# chunks are otherwise BLOCK = 64 lanes, one dependent load-then-store trip each.
-WIDE_CHUNK = tl.constexpr(256)
 # The round ops have no row layout. Measured in a CUDA graph on the H200 at K = 1, 3, 7
 # (scripts/sweep_row_layout.py, benchmarks/results/row_layout_rounds.txt): 6.1 in rows lost at
 # nearly every size; 6.2 and 6.3 in rows of 8 consecutive requests won at 1024 requests
@@ -60,16 +57,6 @@ def _request_state(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_
     last, rejected = _sample_index_and_rejected(cu_num_draft_ptr, query_start_loc_ptr, req,
                                                 is_request, count)
     return next_token, count, last, rejected
-
-
-@triton.jit
-def _wide_chunks(first, step, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    """The chunk loop past this program's first chunk, WIDE lanes at a time: (first, step) for
-    ``range`` with request_chunks' stop. The C programs of a request take its first C * BLOCK
-    items in chunks of BLOCK (request_chunks' first chunk each), then chunks c, c + C, ... of
-    WIDE items after those."""
-    chunk = tl.program_id(1).to(tl.int64)
-    return first + step + chunk * (WIDE - BLOCK), step // BLOCK * WIDE
 
 
 @triton.jit
@@ -236,7 +223,7 @@ def _prepare_eagle_round_kernel(
     _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
                       out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
                       query_start + j, j < stop, last, next_token, num_tokens)
-    first, step = _wide_chunks(first, step, BLOCK, WIDE_CHUNK)
+    first, step = wide_chunks(first, step, BLOCK, WIDE_CHUNK)
     for chunk_start in range(first, stop, step):
         wide = chunk_start + tl.arange(0, WIDE_CHUNK)
         _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
@@ -325,7 +312,7 @@ def _prepare_parallel_round_kernel(
         query_start, query_next, num_valid, next_token, first_position, num_tokens,
         padding_token_id, parallel_drafting_token_id, num_padding_slots, max_model_len, SHIFT,
         BLOCK_SIZE)
-    first, step = _wide_chunks(first, step, BLOCK, WIDE_CHUNK)
+    first, step = wide_chunks(first, step, BLOCK, WIDE_CHUNK)
     for chunk_start in range(first, stop, step):
         wide = chunk_start + tl.arange(0, WIDE_CHUNK)
         _parallel_first_pass(
@@ -422,11 +409,10 @@ def _prepare_dflash_round_kernel(
     tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
     tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
              mask=(req == tl.num_programs(0) - 1) & (chunk == 0))
-    # This program's further context chunks: c + C, c + 2C, ...
-    write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                  block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
-                  context_end, num_context, chunk + num_programs, num_programs, BLOCK_SIZE,
-                  BLOCK)
+    # The rest of a long request's context, WIDE_CHUNK at a time.
+    context_rest(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                 block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
+                 first + chunk * BLOCK, stop, num_programs * BLOCK, BLOCK_SIZE, BLOCK)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
