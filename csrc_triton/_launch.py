@@ -58,16 +58,19 @@ ROW_WARPS = 4
 ROW_COLS = (8, 16)
 # Lanes per iteration of the row layout's loop over its requests' remaining items (after the
 # tile, every request's laid end to end): a decode-sized batch can hold chunked prefills. At
-# 1024 requests with four adjacent 2048-token requests, 1.3 took 16.8 us per call with
-# ROW_GROUP * COLS lanes per iteration, 11.1 with 512 (10.4 per request); 1024 and 2048 lanes
-# were slower for 256-token requests (scripts/mixed_batch.py,
-# benchmarks/results/mixed_batch.txt; measured with one loop per request).
-ROW_TAIL = tl.constexpr(512)
-# Lanes per iteration of a per-request grid's loop past each program's first chunk (rounds,
-# and 1.3 / 1.4 / 1.7 one program per request): a long request among short ones (a chunked
-# prefill in a decode batch) gets few programs, whose chunks would otherwise be
-# PER_REQUEST_BLOCK lanes, one dependent load-then-store trip each. 256 lanes keep the round
-# kernels free of spills on sm_90 (512: 255 registers and spills in 6.2's kernel).
+# 1024 requests with 1-16 adjacent 256-token requests, 1.4 and 1.7 took 2.0-2.4 us per call
+# with 256 lanes against 2.3-3.3 with 128 or 512, and with one or four 2048-token requests
+# 5.8-6.8 against 5.1-10.2 (scripts/mixed_batch.py, benchmarks/results/mixed_batch.txt).
+# 1.3 takes half (expand.EXPAND_ROW_TAIL).
+ROW_TAIL = tl.constexpr(256)
+# Lanes per iteration of a per-request grid's loop past each program's first chunk (the round
+# ops and 1.3): a long request among short ones (a chunked prefill in a decode batch) gets
+# few programs, whose chunks would otherwise be PER_REQUEST_BLOCK lanes each. At 1024
+# requests (K = 3, scripts/mixed_batch.py --wide) 256 lanes against 64: 6.1 with four
+# 2048-token requests 6.7 against 9.1 us, 1.3 8.4 against 14.6; 6.2 and 6.3 on pure decodes
+# 2.7 against 3.4 and 1.9 against 2.2 (the code around the first chunk compiles differently).
+# 1.4 and 1.7 were slower with them and keep BLOCK-lane chunks. 512 lanes: 255 registers and
+# spills in 6.2's kernel on sm_90.
 WIDE_CHUNK = tl.constexpr(256)
 LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 

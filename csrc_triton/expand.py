@@ -40,6 +40,13 @@ from ._launch import (
 )
 
 
+# 1.3's row layout takes its remainders 128 lanes at a time, not ROW_TAIL: its body holds more
+# values per lane than 1.4's and 1.7's. At 1024 requests (scripts/mixed_batch.py), 128 lanes
+# took 2.31-2.53 us with 1-16 adjacent 256-token requests against 2.48-2.72 with 256, and
+# 8.6-8.8 against 9.2-9.4 with 2048-token ones.
+EXPAND_ROW_TAIL = tl.constexpr(128)
+
+
 @triton.jit
 def expanded_tokens(target_token_ids_ptr, j, mask, query_start, num_valid, num_padding_slots,
                     num_input_tokens, next_token, first_position, parallel_drafting_token_id,
@@ -208,7 +215,7 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
 ):
     # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS outputs;
     # then, only if some request has more, the rest of every request's outputs laid end to end,
-    # ROW_TAIL at a time, each lane with its request's values (flat_remainders).
+    # EXPAND_ROW_TAIL at a time, each lane with its request's values (flat_remainders).
     pdl_prologue(PDL)
     req = row_group(ROWS)
     (out_start, query_start, query_next, num_valid, next_token, first_position, first,
@@ -231,8 +238,8 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
                                 num_padding_slots, SHIFT)
         rest = tl.maximum(first, COLS)
         flat_start, flat_end, flat_total = flat_remainders(rest, last)
-        for flat_first in range(0, flat_total, ROW_TAIL):
-            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+        for flat_first in range(0, flat_total, EXPAND_ROW_TAIL):
+            f = flat_first + tl.arange(0, EXPAND_ROW_TAIL).to(tl.int64)
             in_row = flat_rows(f, flat_start, flat_end)
             _expanded_outputs(
                 target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr, out_rejected_ptr,
@@ -282,22 +289,19 @@ def _compute_new_slot_mapping_kernel(
     num_block_cols: tl.int64, num_new_tokens: tl.int64, max_model_len: tl.int64,
     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    # Program (r, c), r <= R: chunk c of row r, then its chunks past the first C (wide_chunks).
+    # Program (r, c), r <= R: chunks c, c + C, ... of row r. (Wider chunks past the first C,
+    # as 1.3's, measured slower here: 20.2 against 11.7 us at 1024 requests with one
+    # 2048-token request, scripts/mixed_batch.py.)
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
     start, count, num_kept = _new_slot_rows(query_start_loc_ptr, req, num_reqs, num_entries,
                                             num_new_tokens)
     first, stop, step = request_chunks(start, count, num_entries, BLOCK)
-    j = first + tl.arange(0, BLOCK)
-    _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
-               block_table_row_stride, num_block_cols, max_model_len, req, start + j, j < stop,
-               j < num_kept, BLOCK_SIZE)
-    first, step = wide_chunks(first, step, BLOCK, WIDE_CHUNK)
     for chunk_start in range(first, stop, step):
-        wide = chunk_start + tl.arange(0, WIDE_CHUNK)
+        j = chunk_start + tl.arange(0, BLOCK)
         _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
-                   block_table_row_stride, num_block_cols, max_model_len, req, start + wide,
-                   wide < stop, wide < num_kept, BLOCK_SIZE)
+                   block_table_row_stride, num_block_cols, max_model_len, req, start + j,
+                   j < stop, j < num_kept, BLOCK_SIZE)
 
 
 @triton.jit

@@ -4,14 +4,15 @@ them.
 
     python scripts/mixed_batch.py [--tail LANES] [--wide LANES] [--only single|rounds]
 
-(--tail sets the row layout's lanes per remainder iteration, ROW_TAIL, and --wide the round
-kernels' lanes per chunk past a program's first (rounds.WIDE_CHUNK; 64 is one BLOCK, chunks
-all alike), before any kernel compiles: what the shipped values were chosen from.)
+(--tail sets the row layouts' lanes per remainder iteration, ROW_TAIL and 1.3's
+EXPAND_ROW_TAIL, and --wide the per-request kernels' lanes per chunk past a program's first,
+WIDE_CHUNK (64: chunks all alike), before any kernel compiles: what the shipped values were
+chosen from.)
 
 1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
 (chunked prefills), n, L in CASES. The batch's average stays decode-sized, so the launch
-functions take the row layout (8 requests per program), where one program runs the long
-requests' remainders one after another; against that, the same calls with the row layout
+functions take the row layout (8 requests per program, strided), whose programs run their
+requests' remainders after the tile; against that, the same calls with the row layout
 turned off (one program per request and chunk). bench_ops' inputs otherwise, outputs of both
 layouts compared. CUDA graph µs per call (bench_ops.graph_us).
 
@@ -77,7 +78,8 @@ def round_ops(k=3):
     chunked prefills of L tokens (ROUND_CASES) from request NUM_REQS - n - 100 on."""
     import bench_rounds
     from round_sequences import SEQUENCES
-    print(f"round ops, K = {k}, chunks past a program's first: {rounds.WIDE_CHUNK} lanes")
+    print(f"round ops, K = {k}, chunks past a program's first: "
+          f"{getattr(rounds, 'WIDE_CHUNK', 'BLOCK')} lanes")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_long, length in ROUND_CASES:
@@ -103,8 +105,10 @@ def main():
     if options.tail is not None:
         for module in set(OPS.values()):
             module.ROW_TAIL = tl.constexpr(options.tail)
+        expand.EXPAND_ROW_TAIL = tl.constexpr(options.tail)
     if options.wide is not None:
-        rounds.WIDE_CHUNK = tl.constexpr(options.wide)
+        for module in (dflash, expand, rounds):
+            module.WIDE_CHUNK = tl.constexpr(options.wide)
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
           f"{floor:.3f}; {NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, "
@@ -113,7 +117,8 @@ def main():
         round_ops()
     if options.only == "rounds":
         return
-    print(f"row layout tail {expand.ROW_TAIL} lanes")
+    print(f"row layout tail {getattr(expand, 'EXPAND_ROW_TAIL', expand.ROW_TAIL)} lanes (1.3), "
+          f"{dflash.ROW_TAIL} (1.4, 1.7)")
     for label, module in OPS.items():
         op = next(op for op in bench_ops.OPS if op.label == label)
         for num_long, length in CASES:
