@@ -83,3 +83,19 @@ def pick(in_row, values):
     in every program (1.3 with shift, sm_90 PTX: 49 loads per thread ahead of the branch with
     the values carried over, 9 with them loaded again)."""
     return tl.sum(tl.where(in_row, values[:, None], 0), axis=0)
+
+
+@triton.jit
+def lone_remainder(count):
+    """(whether, which): exactly one row of the group has items past the tile (``count`` > 0),
+    and the [ROWS] mask of the rows that have. Such a group runs that row's items with its
+    values as scalars (``row_value``), wider than the flat loop, whose lanes each hold every
+    row's values."""
+    has_items = count > 0
+    return tl.sum(has_items.to(tl.int32)) == 1, has_items
+
+
+@triton.jit
+def row_value(values, row):
+    """The entry of ``values`` ([ROWS]) at the row ``row`` (a one-hot [ROWS] mask) marks."""
+    return tl.sum(tl.where(row, values, 0))

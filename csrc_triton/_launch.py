@@ -63,6 +63,13 @@ ROW_COLS = (8, 16)
 # 5.8-6.8 against 5.1-10.2 (scripts/mixed_batch.py, benchmarks/results/mixed_batch.txt).
 # 1.3 takes half (expand.EXPAND_ROW_TAIL).
 ROW_TAIL = tl.constexpr(256)
+# A row group in which only one request has items past the tile (strided groups make that the
+# usual case) runs them LONE_TAIL at a time with the request's values as scalars, without the
+# flat loop's per-lane picks (_indexing.lone_remainder). At 1024 requests with 1-16 adjacent
+# 256-token requests among decodes, 1.3 / 1.4 / 1.7 took 1.96-2.21 / 1.95-2.12 / 1.86-2.08 us
+# against 2.31-2.54 / 2.14-2.44 / 2.02-2.46 in the flat loop; with one or four 2048-token
+# requests 3.8-3.9 / 3.5-3.8 / 5.1-5.3 against 8.6-8.8 / 5.8-6.1 / 6.6-6.8.
+LONE_TAIL = tl.constexpr(512)
 # Lanes per iteration of a per-request grid's loop past each program's first chunk (the round
 # ops and 1.3): a long request among short ones (a chunked prefill in a decode batch) gets
 # few programs, whose chunks would otherwise be PER_REQUEST_BLOCK lanes each. At 1024

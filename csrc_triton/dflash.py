@@ -18,8 +18,18 @@ one loop.
 import triton
 import triton.language as tl
 
-from ._indexing import flat_remainders, flat_rows, pick, row_group, slot_lookup, wide_chunks
+from ._indexing import (
+    flat_remainders,
+    flat_rows,
+    lone_remainder,
+    pick,
+    row_group,
+    row_value,
+    slot_lookup,
+    wide_chunks,
+)
 from ._launch import (
+    LONE_TAIL,
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
@@ -36,6 +46,7 @@ from ._launch import (
 )
 
 DECODE_BLOCK = 128     # lanes per program without a query program (the layout measured above)
+
 
 
 @triton.jit
@@ -219,7 +230,7 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
     # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS context
     # tokens and one [ROWS, BLOCK_Q] tile of their queries; then, only if some request has
     # more context, the rest of every request's laid end to end, ROW_TAIL at a time
-    # (flat_remainders).
+    # (flat_remainders), or a lone request's LONE_TAIL at a time.
     pdl_prologue(PDL)
     req = row_group(ROWS)
     is_request = req < num_reqs
@@ -254,15 +265,26 @@ def _copy_and_expand_dflash_inputs_rows_kernel(
         context_start, _, first, stop = _context_rows(query_start_loc_ptr, req, num_reqs,
                                                       num_context)
         rest = tl.maximum(first, COLS)
-        flat_start, flat_end, flat_total = flat_remainders(rest, stop)
-        for flat_first in range(0, flat_total, ROW_TAIL):
-            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
-            in_row = flat_rows(f, flat_start, flat_end)
-            context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                           block_table_ptr, block_table_row_stride, num_block_cols,
-                           pick(in_row, req),
-                           f + pick(in_row, context_start + rest - flat_start),
-                           f < flat_total, BLOCK_SIZE)
+        lone, long_row = lone_remainder(stop - rest)
+        if lone:
+            row_stop = row_value(stop, long_row)
+            row_start = row_value(context_start, long_row)
+            for chunk_start in range(row_value(rest, long_row), row_stop, LONE_TAIL):
+                jj = chunk_start + tl.arange(0, LONE_TAIL).to(tl.int64)
+                context_tokens(target_positions_ptr, out_context_positions_ptr,
+                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
+                               num_block_cols, row_value(req, long_row), row_start + jj,
+                               jj < row_stop, BLOCK_SIZE)
+        else:
+            flat_start, flat_end, flat_total = flat_remainders(rest, stop)
+            for flat_first in range(0, flat_total, ROW_TAIL):
+                f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+                in_row = flat_rows(f, flat_start, flat_end)
+                context_tokens(target_positions_ptr, out_context_positions_ptr,
+                               out_context_slot_ptr, block_table_ptr, block_table_row_stride,
+                               num_block_cols, pick(in_row, req),
+                               f + pick(in_row, context_start + rest - flat_start),
+                               f < flat_total, BLOCK_SIZE)
 
 
 _copy_and_expand_dflash_inputs = Launcher(_copy_and_expand_dflash_inputs_kernel,

@@ -18,13 +18,16 @@ import triton.language as tl
 from ._indexing import (
     flat_remainders,
     flat_rows,
+    lone_remainder,
     pick,
     request_chunks,
     row_group,
+    row_value,
     slot_lookup,
     wide_chunks,
 )
 from ._launch import (
+    LONE_TAIL,
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     ROW_GROUP,
@@ -215,7 +218,8 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
 ):
     # Program p: its ROWS requests (row_group) as one [ROWS, COLS] tile of their first COLS outputs;
     # then, only if some request has more, the rest of every request's outputs laid end to end,
-    # EXPAND_ROW_TAIL at a time, each lane with its request's values (flat_remainders).
+    # EXPAND_ROW_TAIL at a time, each lane with its request's values (flat_remainders), or a
+    # lone request's LONE_TAIL at a time.
     pdl_prologue(PDL)
     req = row_group(ROWS)
     (out_start, query_start, query_next, num_valid, next_token, first_position, first,
@@ -237,18 +241,34 @@ def _copy_and_expand_eagle_inputs_rows_kernel(
                                 query_end_loc_ptr, req, num_reqs, num_input_tokens, num_outputs,
                                 num_padding_slots, SHIFT)
         rest = tl.maximum(first, COLS)
-        flat_start, flat_end, flat_total = flat_remainders(rest, last)
-        for flat_first in range(0, flat_total, EXPAND_ROW_TAIL):
-            f = flat_first + tl.arange(0, EXPAND_ROW_TAIL).to(tl.int64)
-            in_row = flat_rows(f, flat_start, flat_end)
-            _expanded_outputs(
-                target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr, out_rejected_ptr,
-                out_masked_ptr, out_new_token_indices_ptr, out_hidden_state_mapping_ptr,
-                f + pick(in_row, rest - flat_start), f < flat_total, pick(in_row, req),
-                pick(in_row, out_start), pick(in_row, query_start), pick(in_row, query_next),
-                pick(in_row, num_valid), pick(in_row, next_token), pick(in_row, first_position),
-                num_input_tokens, padding_token_id, parallel_drafting_token_id,
-                num_padding_slots, SHIFT)
+        lone, long_row = lone_remainder(last - rest)
+        if lone:
+            row_last = row_value(last, long_row)
+            for chunk_start in range(row_value(rest, long_row), row_last, LONE_TAIL):
+                jj = chunk_start + tl.arange(0, LONE_TAIL).to(tl.int64)
+                _expanded_outputs(
+                    target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                    out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                    out_hidden_state_mapping_ptr, jj, jj < row_last, row_value(req, long_row),
+                    row_value(out_start, long_row), row_value(query_start, long_row),
+                    row_value(query_next, long_row), row_value(num_valid, long_row),
+                    row_value(next_token, long_row), row_value(first_position, long_row),
+                    num_input_tokens, padding_token_id, parallel_drafting_token_id,
+                    num_padding_slots, SHIFT)
+        else:
+            flat_start, flat_end, flat_total = flat_remainders(rest, last)
+            for flat_first in range(0, flat_total, EXPAND_ROW_TAIL):
+                f = flat_first + tl.arange(0, EXPAND_ROW_TAIL).to(tl.int64)
+                in_row = flat_rows(f, flat_start, flat_end)
+                _expanded_outputs(
+                    target_token_ids_ptr, out_input_ids_ptr, out_positions_ptr,
+                    out_rejected_ptr, out_masked_ptr, out_new_token_indices_ptr,
+                    out_hidden_state_mapping_ptr, f + pick(in_row, rest - flat_start),
+                    f < flat_total, pick(in_row, req), pick(in_row, out_start),
+                    pick(in_row, query_start), pick(in_row, query_next),
+                    pick(in_row, num_valid), pick(in_row, next_token),
+                    pick(in_row, first_position), num_input_tokens, padding_token_id,
+                    parallel_drafting_token_id, num_padding_slots, SHIFT)
 
 
 @triton.jit
@@ -327,7 +347,7 @@ def _compute_new_slot_mapping_rows_kernel(
 ):
     # Program p: its ROWS rows (row_group; r <= R, as above) as one [ROWS, COLS] tile of their first
     # COLS entries; then, only if some row is longer, the rest of every row's entries laid end to
-    # end, ROW_TAIL at a time (flat_remainders).
+    # end, ROW_TAIL at a time (flat_remainders), or a lone row's LONE_TAIL at a time.
     pdl_prologue(PDL)
     req = row_group(ROWS)
     start, first, stop, num_kept = _new_slot_row_entries(query_start_loc_ptr, req, num_reqs,
@@ -342,15 +362,27 @@ def _compute_new_slot_mapping_rows_kernel(
         start, first, stop, num_kept = _new_slot_row_entries(query_start_loc_ptr, req, num_reqs,
                                                              num_entries, num_new_tokens)
         rest = tl.maximum(first, COLS)
-        flat_start, flat_end, flat_total = flat_remainders(rest, stop)
-        for flat_first in range(0, flat_total, ROW_TAIL):
-            f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
-            in_row = flat_rows(f, flat_start, flat_end)
-            jj = f + pick(in_row, rest - flat_start)
-            _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr, out_slot_mapping_ptr,
-                       block_table_row_stride, num_block_cols, max_model_len,
-                       pick(in_row, req), pick(in_row, start) + jj, f < flat_total,
-                       jj < pick(in_row, num_kept), BLOCK_SIZE)
+        lone, long_row = lone_remainder(stop - rest)
+        if lone:
+            row_stop = row_value(stop, long_row)
+            row_start = row_value(start, long_row)
+            row_kept = row_value(num_kept, long_row)
+            for chunk_start in range(row_value(rest, long_row), row_stop, LONE_TAIL):
+                jj = chunk_start + tl.arange(0, LONE_TAIL).to(tl.int64)
+                _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
+                           out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
+                           max_model_len, row_value(req, long_row), row_start + jj,
+                           jj < row_stop, jj < row_kept, BLOCK_SIZE)
+        else:
+            flat_start, flat_end, flat_total = flat_remainders(rest, stop)
+            for flat_first in range(0, flat_total, ROW_TAIL):
+                f = flat_first + tl.arange(0, ROW_TAIL).to(tl.int64)
+                in_row = flat_rows(f, flat_start, flat_end)
+                jj = f + pick(in_row, rest - flat_start)
+                _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
+                           out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
+                           max_model_len, pick(in_row, req), pick(in_row, start) + jj,
+                           f < flat_total, jj < pick(in_row, num_kept), BLOCK_SIZE)
 
 
 _copy_and_expand_eagle_inputs = Launcher(_copy_and_expand_eagle_inputs_kernel,

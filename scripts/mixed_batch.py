@@ -10,7 +10,8 @@ WIDE_CHUNK (64: chunks all alike), before any kernel compiles: what the shipped 
 chosen from.)
 
 1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
-(chunked prefills), n, L in CASES. The batch's average stays decode-sized, so the launch
+(chunked prefills), n, L in CASES (160 of 32 tokens: more long requests than row programs,
+so some groups hold two). The batch's average stays decode-sized, so the launch
 functions take the row layout (8 requests per program, strided), whose programs run their
 requests' remainders after the tile; against that, the same calls with the row layout
 turned off (one program per request and chunk). bench_ops' inputs otherwise, outputs of both
@@ -36,7 +37,7 @@ import bench_ops  # noqa: E402
 from spec_ops._triton import dflash, expand, rounds  # noqa: E402
 
 NUM_REQS = 1024
-CASES = ((0, 0), (1, 256), (8, 256), (16, 256), (1, 2048), (4, 2048))
+CASES = ((0, 0), (1, 256), (8, 256), (16, 256), (1, 2048), (4, 2048), (160, 32))
 ROUND_CASES = ((0, 0), (1, 256), (8, 256), (1, 2048), (4, 2048))
 ITEMS = {"1.3": "out_input_ids", "1.4": "target_positions", "1.7": "new_positions"}
 OPS = {"1.3": expand, "1.4": dflash, "1.7": expand}

@@ -120,10 +120,11 @@ def test_dflash_rows_write_inside_their_buffers_on_garbage(seed, cols):
 
 # Valid requests, three long ones of different lengths in one program's rows (ROW_GROUP
 # requests p, p + P, ... of P = 3 programs): 0, 3 and 6, whose remainders past the tile span
-# several ROW_TAIL chunks laid end to end, a fourth long one in another program, short ones
-# elsewhere, and the last program's empty rows.
+# several ROW_TAIL chunks laid end to end, a fourth long one in another program, a fifth, the
+# only one of the third program with items past the tile and more than LONE_TAIL of them (its
+# own loop), short ones elsewhere, and the last program's empty rows.
 NUM_LONG_REQS = 17
-LONG_LENGTHS = {0: 700, 3: 300, 6: 1100, 4: 40}
+LONG_LENGTHS = {0: 700, 3: 300, 6: 1100, 4: 40, 2: 1300}
 
 
 def long_among_short_starts(rng):
@@ -165,12 +166,14 @@ def test_expand_rows_equal_per_request_with_long_requests(shift):
          (num_tokens, torch.int64)])
 
 
-def test_new_slot_mapping_rows_equal_per_request_with_long_requests():
-    """Also a long row past the last request (entries the padding row sets to -1)."""
+@pytest.mark.parametrize("past_the_last", [600, 0])
+def test_new_slot_mapping_rows_equal_per_request_with_long_requests(past_the_last):
+    """Also a long row past the last request (entries the padding row sets to -1), in the
+    program of the request that is otherwise alone in its group with items past the tile."""
     rng = random.Random(0)
     _, starts = long_among_short_starts(rng)
     num_new = 2
-    num_entries = int(starts[-1]) + NUM_LONG_REQS * num_new + 600
+    num_entries = int(starts[-1]) + NUM_LONG_REQS * num_new + past_the_last
     args = (torch.randint(0, 100, (NUM_LONG_REQS, 80), dtype=torch.int32, device=DEVICE),
             starts, torch.randint(0, 1200, (num_entries,), device=DEVICE),
             torch.rand(num_entries, device=DEVICE) < 0.2)
