@@ -56,12 +56,13 @@ MAX_CHUNKS = 1024
 ROW_GROUP = 8
 ROW_WARPS = 4
 ROW_COLS = (8, 16)
-# Lanes per iteration of the row layout's loop over its requests' remaining items (after the
-# tile, every request's laid end to end): a decode-sized batch can hold chunked prefills. At
-# 1024 requests with 1-16 adjacent 256-token requests, 1.4 and 1.7 took 2.0-2.4 us per call
-# with 256 lanes against 2.3-3.3 with 128 or 512, and with one or four 2048-token requests
-# 5.8-6.8 against 5.1-10.2 (scripts/mixed_batch.py, benchmarks/results/mixed_batch.txt).
-# 1.3 takes half (expand.EXPAND_ROW_TAIL).
+# Lanes per iteration of the row layout's flat loop over its requests' remaining items (after
+# the tile, every request's laid end to end; groups with one such request take LONE_TAIL's
+# loop instead): a decode-sized batch can hold chunked prefills. Measured with the flat loop
+# serving every group, at 1024 requests with 1-16 adjacent 256-token requests, 1.4 and 1.7
+# took 2.0-2.4 us per call with 256 lanes against 2.3-3.3 with 128 or 512, and with one or four
+# 2048-token requests 5.8-6.8 against 5.1-10.2 (scripts/mixed_batch.py,
+# benchmarks/results/mixed_batch.txt). 1.3 takes half (expand.EXPAND_ROW_TAIL).
 ROW_TAIL = tl.constexpr(256)
 # A row group in which only one request has items past the tile (strided groups make that the
 # usual case) runs them LONE_TAIL at a time with the request's values as scalars, without the

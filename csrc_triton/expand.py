@@ -44,9 +44,9 @@ from ._launch import (
 
 
 # 1.3's row layout takes its remainders 128 lanes at a time, not ROW_TAIL: its body holds more
-# values per lane than 1.4's and 1.7's. At 1024 requests (scripts/mixed_batch.py), 128 lanes
-# took 2.31-2.53 us with 1-16 adjacent 256-token requests against 2.48-2.72 with 256, and
-# 8.6-8.8 against 9.2-9.4 with 2048-token ones.
+# values per lane than 1.4's and 1.7's. At 1024 requests (scripts/mixed_batch.py, the flat loop
+# then serving every group), 128 lanes took 2.31-2.53 us with 1-16 adjacent 256-token
+# requests against 2.48-2.72 with 256, and 8.6-8.8 against 9.2-9.4 with 2048-token ones.
 EXPAND_ROW_TAIL = tl.constexpr(128)
 
 
