@@ -1,5 +1,5 @@
 """Device helpers shared by the kernels: the paged-KV slot lookup, the chunk loops of the
-per-request grids, the row layout's requests and the flat loop over their remainders."""
+per-request grids, the row layout's requests and the loops over their items past the tile."""
 
 import triton
 import triton.language as tl

@@ -61,15 +61,18 @@ ROW_COLS = (8, 16)
 # loop instead): a decode-sized batch can hold chunked prefills. Measured with the flat loop
 # serving every group, at 1024 requests with 1-16 adjacent 256-token requests, 1.4 and 1.7
 # took 2.0-2.4 us per call with 256 lanes against 2.3-3.3 with 128 or 512, and with one or four
-# 2048-token requests 5.8-6.8 against 5.1-10.2 (scripts/mixed_batch.py,
-# benchmarks/results/mixed_batch.txt). 1.3 takes half (expand.EXPAND_ROW_TAIL).
+# 2048-token requests 5.8-6.8 against 5.1-10.2 (512 lanes: 5.1-5.3 for 1.4, 9.7-10.2 for 1.7;
+# scripts/mixed_batch.py, benchmarks/results/mixed_batch.txt). Groups that still take it hold
+# several long requests (160 requests of 32 tokens among 864 decodes: 2.8 / 3.0 / 3.1 us for
+# 1.3 / 1.4 / 1.7, other widths not compared). 1.3 takes half (expand.EXPAND_ROW_TAIL).
 ROW_TAIL = tl.constexpr(256)
 # A row group in which only one request has items past the tile (strided groups make that the
 # usual case) runs them LONE_TAIL at a time with the request's values as scalars, without the
 # flat loop's per-lane picks (_indexing.lone_remainder). At 1024 requests with 1-16 adjacent
 # 256-token requests among decodes, 1.3 / 1.4 / 1.7 took 1.96-2.21 / 1.95-2.12 / 1.86-2.08 us
 # against 2.31-2.54 / 2.14-2.44 / 2.02-2.46 in the flat loop; with one or four 2048-token
-# requests 3.8-3.9 / 3.5-3.8 / 5.1-5.3 against 8.6-8.8 / 5.8-6.1 / 6.6-6.8.
+# requests 3.8-3.9 / 3.5-3.8 / 5.1-5.3 against 8.6-8.8 / 5.8-6.1 / 6.6-6.8. The width is the
+# old per-request loop's (512, measured then against 128-2048); not compared again here.
 LONE_TAIL = tl.constexpr(512)
 # Lanes per iteration of a per-request grid's loop past each program's first chunk (the round
 # ops and 1.3): a long request among short ones (a chunked prefill in a decode batch) gets

@@ -11,8 +11,8 @@ the overlap wins). Program (r, c) writes context chunks c, c + C, ... of request
 
 Batches of decode-sized requests (at most 8 or 16 context tokens on average, from shapes) take
 the row layout instead (csrc_triton/_launch.py): ROW_GROUP requests per program, their context
-and their queries as two tiles, then the longer requests' remaining context, laid end to end, in
-one loop.
+and their queries as two tiles, then the context past the tile, of a group's one longer request
+in a loop of its own, of several laid end to end in one loop.
 """
 
 import triton
@@ -26,7 +26,6 @@ from ._indexing import (
     row_group,
     row_value,
     slot_lookup,
-    wide_chunks,
 )
 from ._launch import (
     LONE_TAIL,
@@ -35,7 +34,6 @@ from ._launch import (
     ROW_GROUP,
     ROW_TAIL,
     ROW_WARPS,
-    WIDE_CHUNK,
     Launcher,
     cdiv,
     next_power_of_2,
@@ -46,7 +44,6 @@ from ._launch import (
 )
 
 DECODE_BLOCK = 128     # lanes per program without a query program (the layout measured above)
-
 
 
 @triton.jit
@@ -69,39 +66,6 @@ def context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_
                                    num_block_cols, req, i, owned, BLOCK_SIZE)
     tl.store(out_context_positions_ptr + i, position, mask=owned)
     tl.store(out_context_slot_ptr + i, slot, mask=owned)
-
-
-@triton.jit
-def write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                    block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
-                    context_end, num_context, chunk, num_context_programs,
-                    BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
-    """A request's context tokens, chunks chunk, chunk + C, ... of its [0, count), bounded by
-    the buffer whatever query_start_loc holds. (context_rest's wider chunks measured slower
-    here: 11.0 against 8.1 us at 1024 requests with four 2048-token ones,
-    scripts/mixed_batch.py.)"""
-    first = tl.maximum(-context_start, 0)
-    stop = tl.minimum(context_end - context_start, num_context - context_start)
-    for chunk_start in range(first + chunk * BLOCK, stop, num_context_programs * BLOCK):
-        j = chunk_start + tl.arange(0, BLOCK)
-        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                       block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       context_start + j, j < stop, BLOCK_SIZE)
-
-
-@triton.jit
-def context_rest(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                 block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
-                 first, stop, step, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
-    """A request's context tokens past its C programs' first chunks of BLOCK (``first``,
-    ``stop``, ``step`` = C * BLOCK as in request_chunks), WIDE_CHUNK at a time
-    (wide_chunks): 6.3's round kernel, after its first chunk."""
-    first, step = wide_chunks(first, step, BLOCK, WIDE_CHUNK)
-    for chunk_start in range(first, stop, step):
-        j = chunk_start + tl.arange(0, WIDE_CHUNK)
-        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                       block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       context_start + j, j < stop, BLOCK_SIZE)
 
 
 @triton.jit
@@ -176,10 +140,17 @@ def _copy_and_expand_dflash_inputs_kernel(
     # QUERY_PROGRAM: the last program column writes the queries, the others the context.
     num_context_programs = tl.num_programs(1).to(tl.int64) - (1 if QUERY_PROGRAM else 0)
     if chunk < num_context_programs:
-        write_context(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                        block_table_ptr, block_table_row_stride, num_block_cols, req,
-                        context_start, context_end, num_context, chunk, num_context_programs,
-                        BLOCK_SIZE, BLOCK)
+        # Context chunks chunk, chunk + C, ..., bounded by the buffer whatever query_start_loc
+        # holds. (Wider chunks past the first C, as the round kernels', measured slower here:
+        # 11.0 against 8.1 us at 1024 requests with four 2048-token ones,
+        # scripts/mixed_batch.py.)
+        first = tl.maximum(-context_start, 0)
+        stop = tl.minimum(context_end - context_start, num_context - context_start)
+        for chunk_start in range(first + chunk * BLOCK, stop, num_context_programs * BLOCK):
+            j = chunk_start + tl.arange(0, BLOCK)
+            context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                           block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           context_start + j, j < stop, BLOCK_SIZE)
     if chunk == (num_context_programs if QUERY_PROGRAM else 0):
         valid_end = context_end
         if HAS_REJECTED:

@@ -7,9 +7,9 @@ is bounded by the out buffer's shape-derived size as well, so a garbage query_st
 neither write out of bounds nor loop for long.
 
 On decode-sized requests (at most 8 or 16 outputs or entries on average, from shapes) both take
-the row layout instead: ROW_GROUP requests per program as one tile, then the items of the
-longer requests past the tile, laid end to end, in one loop, so 1024 decodes run 128 (1.7: 129)
-programs.
+the row layout instead: ROW_GROUP requests per program as one tile, so 1024 decodes run 128
+(1.7: 129) programs; then the items past the tile, of a group's one longer request in a loop of
+its own, of several laid end to end in one loop.
 """
 
 import triton
@@ -143,7 +143,9 @@ def _copy_and_expand_eagle_inputs_kernel(
     first = tl.maximum(-out_start, 0)
     last = tl.minimum(total, num_outputs - out_start)
     # This program's chunk of the request's first C * BLOCK outputs (as a loop of at most one
-    # iteration, the form measured below), then the rest WIDE_CHUNK at a time.
+    # iteration, the form measured below), then the rest WIDE_CHUNK at a time (through
+    # _expanded_outputs: only requests longer than their programs' first chunks get there,
+    # which 8 x 2048 and decode batches never do).
     first += tl.program_id(1).to(tl.int64) * BLOCK
     step = tl.num_programs(1).to(tl.int64) * BLOCK
     for chunk_start in range(first, tl.minimum(last, first + BLOCK), step):

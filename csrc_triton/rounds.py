@@ -31,7 +31,7 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
-from .dflash import context_rest, context_slots, query_slots, store_queries
+from .dflash import context_slots, context_tokens, query_slots, store_queries
 from .draft_step import _advance
 from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
@@ -410,9 +410,12 @@ def _prepare_dflash_round_kernel(
     tl.store(out_query_start_loc_ptr + num_reqs, num_reqs * num_query,
              mask=(req == tl.num_programs(0) - 1) & (chunk == 0))
     # The rest of a long request's context, WIDE_CHUNK at a time.
-    context_rest(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
-                 block_table_ptr, block_table_row_stride, num_block_cols, req, context_start,
-                 first + chunk * BLOCK, stop, num_programs * BLOCK, BLOCK_SIZE, BLOCK)
+    first, step = wide_chunks(first + chunk * BLOCK, num_programs * BLOCK, BLOCK, WIDE_CHUNK)
+    for chunk_start in range(first, stop, step):
+        wide = chunk_start + tl.arange(0, WIDE_CHUNK)
+        context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_slot_ptr,
+                       block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       context_start + wide, wide < stop, BLOCK_SIZE)
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 

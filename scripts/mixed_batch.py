@@ -4,10 +4,10 @@ them.
 
     python scripts/mixed_batch.py [--tail LANES] [--wide LANES] [--only single|rounds]
 
-(--tail sets the row layouts' lanes per remainder iteration, ROW_TAIL and 1.3's
-EXPAND_ROW_TAIL, and --wide the per-request kernels' lanes per chunk past a program's first,
-WIDE_CHUNK (64: chunks all alike), before any kernel compiles: what the shipped values were
-chosen from.)
+(--tail sets the row layouts' lanes per iteration of their flat loop, ROW_TAIL and 1.3's
+EXPAND_ROW_TAIL (not LONE_TAIL, the loop of a group with one long request), and --wide the
+per-request kernels' lanes per chunk past a program's first, WIDE_CHUNK (64: chunks all
+alike), before any kernel compiles.)
 
 1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
 (chunked prefills), n, L in CASES (160 of 32 tokens: more long requests than row programs,
@@ -79,8 +79,7 @@ def round_ops(k=3):
     chunked prefills of L tokens (ROUND_CASES) from request NUM_REQS - n - 100 on."""
     import bench_rounds
     from round_sequences import SEQUENCES
-    print(f"round ops, K = {k}, chunks past a program's first: "
-          f"{getattr(rounds, 'WIDE_CHUNK', 'BLOCK')} lanes")
+    print(f"round ops, K = {k}, chunks past a program's first: {rounds.WIDE_CHUNK} lanes")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_long, length in ROUND_CASES:
@@ -108,7 +107,7 @@ def main():
             module.ROW_TAIL = tl.constexpr(options.tail)
         expand.EXPAND_ROW_TAIL = tl.constexpr(options.tail)
     if options.wide is not None:
-        for module in (dflash, expand, rounds):
+        for module in (expand, rounds):
             module.WIDE_CHUNK = tl.constexpr(options.wide)
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
@@ -118,8 +117,8 @@ def main():
         round_ops()
     if options.only == "rounds":
         return
-    print(f"row layout tail {getattr(expand, 'EXPAND_ROW_TAIL', expand.ROW_TAIL)} lanes (1.3), "
-          f"{dflash.ROW_TAIL} (1.4, 1.7)")
+    print(f"row layout flat loop {expand.EXPAND_ROW_TAIL} lanes (1.3), {dflash.ROW_TAIL} (1.4, "
+          f"1.7); a lone long request's {expand.LONE_TAIL}")
     for label, module in OPS.items():
         op = next(op for op in bench_ops.OPS if op.label == label)
         for num_long, length in CASES:

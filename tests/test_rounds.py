@@ -43,11 +43,11 @@ def test_round_op_equals_the_sequence_it_replaces(op, backend, seed, num_reqs):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", ROUND_OPS)
-@pytest.mark.parametrize("seed, num_reqs", [(1, 40), (7, 6), (11, 6)])
+@pytest.mark.parametrize("seed, num_reqs", [(1, 40), (7, 6), (23, 8)])
 def test_round_op_with_chunked_prefills_among_decodes(op, backend, seed, num_reqs):
-    """300-900-token requests among short ones: past a program's first chunk, wider chunks,
-    several per program; at R = 40 one program per request, at R = 6 several (3-5), their
-    wider chunks interleaved."""
+    """300-900-token requests among short ones: past a program's first chunk, wider chunks. At
+    R = 40 one program per request, with several wide chunks each; at R = 6 three programs per
+    request, their wide chunks interleaved; at R = 8 two, the first taking two wide chunks."""
     assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests="prefill")
 
 
