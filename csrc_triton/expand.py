@@ -48,6 +48,15 @@ from ._launch import (
 # then serving every group), 128 lanes took 2.31-2.53 us with 1-16 adjacent 256-token
 # requests against 2.48-2.72 with 256, and 8.6-8.8 against 9.2-9.4 with 2048-token ones.
 EXPAND_ROW_TAIL = tl.constexpr(128)
+# 1.7's row layout runs a lone long request 256 lanes at a time, not LONE_TAIL's 512. With 4
+# warps a 512-lane chunk holds 4 items per thread, and ptxas issues a thread's position loads
+# two at a time, each pair after the previous pair's block-table address (sm_90 SASS): about
+# four dependent round trips per chunk. At 256 lanes a chunk is one pair, two round trips. At
+# 1024 requests (scripts/mixed_batch.py --lone 128 / 256 / 512) with 1-16 adjacent 256-token
+# requests 1.70-1.94 us against 1.85-2.09 with 512, with one or four 2048-token ones 4.51-4.63
+# against 5.09-5.27 (128 lanes: 2.04-2.27, 7.12-7.25). 1.3 and 1.4 keep 512: at 256 their
+# 2048-token cases took 5.05-5.25 / 4.82-5.08 us against 3.77-3.92 / 3.54-3.81.
+SLOT_LONE_TAIL = tl.constexpr(256)
 
 
 @triton.jit
@@ -349,7 +358,7 @@ def _compute_new_slot_mapping_rows_kernel(
 ):
     # Program p: its ROWS rows (row_group; r <= R, as above) as one [ROWS, COLS] tile of their first
     # COLS entries; then, only if some row is longer, the rest of every row's entries laid end to
-    # end, ROW_TAIL at a time (flat_remainders), or a lone row's LONE_TAIL at a time.
+    # end, ROW_TAIL at a time (flat_remainders), or a lone row's SLOT_LONE_TAIL at a time.
     pdl_prologue(PDL)
     req = row_group(ROWS)
     start, first, stop, num_kept = _new_slot_row_entries(query_start_loc_ptr, req, num_reqs,
@@ -369,8 +378,8 @@ def _compute_new_slot_mapping_rows_kernel(
             row_stop = row_value(stop, long_row)
             row_start = row_value(start, long_row)
             row_kept = row_value(num_kept, long_row)
-            for chunk_start in range(row_value(rest, long_row), row_stop, LONE_TAIL):
-                jj = chunk_start + tl.arange(0, LONE_TAIL).to(tl.int64)
+            for chunk_start in range(row_value(rest, long_row), row_stop, SLOT_LONE_TAIL):
+                jj = chunk_start + tl.arange(0, SLOT_LONE_TAIL).to(tl.int64)
                 _new_slots(block_table_ptr, new_positions_ptr, rejected_ptr,
                            out_slot_mapping_ptr, block_table_row_stride, num_block_cols,
                            max_model_len, row_value(req, long_row), row_start + jj,

@@ -36,6 +36,16 @@ from .draft_step import _advance
 from .expand import expanded_tokens, store_expanded_indices
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 
+# 6.2's kernel runs with 2 warps per program, 6.1's and 6.3's with PER_REQUEST_WARPS (1). At
+# 1024 requests, K = 3 (scripts/mixed_batch.py --round-warps 1 / 2 / 4), 6.2 took 2.47 us
+# on pure decodes against 2.69 with 1 warp, 2.65-3.05 against 3.55-3.63 with 256-token
+# chunked prefills among them and 7.9-8.2 against 15.0-15.3 with 2048-token ones (the draft
+# model's use of it: 2.69 / 2.96-3.18 / 9.0-9.3 against 2.73 / 3.36-3.53 / 15.1-15.3). A
+# wide chunk (WIDE_CHUNK lanes) then holds 4 items per thread, not 8: see
+# expand.SLOT_LONE_TAIL. 6.1 and 6.3 were slower on pure decodes with 2 warps (3.25 against
+# 2.53, 2.34 against 1.89 us), 4 warps slower on pure decodes for all three.
+PARALLEL_ROUND_WARPS = 2
+
 # Draft steps computed side by side, as lanes of one vector (a round with more steps takes them
 # this many at a time).
 STEP_LANES = tl.constexpr(16)
@@ -420,7 +430,7 @@ def _prepare_dflash_round_kernel(
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
-_prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PER_REQUEST_WARPS)
+_prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PARALLEL_ROUND_WARPS)
 _prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
 
 

@@ -2,12 +2,14 @@
 requests next to each other: what shape-only grid choices cost when the batch's average hides
 them.
 
-    python scripts/mixed_batch.py [--tail LANES] [--wide LANES] [--only single|rounds]
+    python scripts/mixed_batch.py [--tail LANES] [--lone LANES] [--wide LANES]
+                                  [--round-warps WARPS] [--only single|rounds]
 
-(--tail sets the row layouts' lanes per iteration of their flat loop, ROW_TAIL and 1.3's
-EXPAND_ROW_TAIL (not LONE_TAIL, the loop of a group with one long request), and --wide the
-per-request kernels' lanes per chunk past a program's first, WIDE_CHUNK (64: chunks all
-alike), before any kernel compiles.)
+(Before any kernel compiles: --tail sets the row layouts' lanes per iteration of their flat
+loop, ROW_TAIL and 1.3's EXPAND_ROW_TAIL; --lone those of the loop of a group with one long
+request, LONE_TAIL and 1.7's SLOT_LONE_TAIL; --wide the per-request kernels' lanes per chunk
+past a program's first, WIDE_CHUNK (64: chunks all alike); --round-warps the warps per
+program of the three round kernels.)
 
 1024 requests: 1024 - n decode requests of K + 1 tokens and n adjacent requests of L tokens
 (chunked prefills), n, L in CASES (160 of 32 tokens: more long requests than row programs,
@@ -79,7 +81,10 @@ def round_ops(k=3):
     chunked prefills of L tokens (ROUND_CASES) from request NUM_REQS - n - 100 on."""
     import bench_rounds
     from round_sequences import SEQUENCES
-    print(f"round ops, K = {k}, chunks past a program's first: {rounds.WIDE_CHUNK} lanes")
+    print(f"round ops, K = {k}, chunks past a program's first: {rounds.WIDE_CHUNK} lanes; "
+          f"warps per program: 6.1 {rounds._prepare_eagle_round.num_warps}, 6.2 "
+          f"{rounds._prepare_parallel_round.num_warps}, 6.3 "
+          f"{rounds._prepare_dflash_round.num_warps}")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_long, length in ROUND_CASES:
@@ -99,16 +104,26 @@ def round_ops(k=3):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tail", type=int, default=None)
+    parser.add_argument("--lone", type=int, default=None)
     parser.add_argument("--wide", type=int, default=None)
+    parser.add_argument("--round-warps", type=int, default=None)
     parser.add_argument("--only", choices=("single", "rounds"), default=None)
     options = parser.parse_args()
     if options.tail is not None:
         for module in set(OPS.values()):
             module.ROW_TAIL = tl.constexpr(options.tail)
         expand.EXPAND_ROW_TAIL = tl.constexpr(options.tail)
+    if options.lone is not None:
+        for module in set(OPS.values()):
+            module.LONE_TAIL = tl.constexpr(options.lone)
+        expand.SLOT_LONE_TAIL = tl.constexpr(options.lone)
     if options.wide is not None:
         for module in (expand, rounds):
             module.WIDE_CHUNK = tl.constexpr(options.wide)
+    if options.round_warps is not None:
+        for launcher in (rounds._prepare_eagle_round, rounds._prepare_parallel_round,
+                         rounds._prepare_dflash_round):
+            launcher.num_warps = options.round_warps
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
           f"{floor:.3f}; {NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, "
@@ -118,7 +133,8 @@ def main():
     if options.only == "rounds":
         return
     print(f"row layout flat loop {expand.EXPAND_ROW_TAIL} lanes (1.3), {dflash.ROW_TAIL} (1.4, "
-          f"1.7); a lone long request's {expand.LONE_TAIL}")
+          f"1.7); a lone long request's {expand.LONE_TAIL} (1.3, 1.4), "
+          f"{expand.SLOT_LONE_TAIL} (1.7)")
     for label, module in OPS.items():
         op = next(op for op in bench_ops.OPS if op.label == label)
         for num_long, length in CASES:
