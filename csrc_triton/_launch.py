@@ -72,7 +72,7 @@ ROW_TAIL = tl.constexpr(256)
 # 256-token requests among decodes, 1.3 / 1.4 / 1.7 took 1.96-2.21 / 1.95-2.12 / 1.86-2.08 us
 # against 2.31-2.54 / 2.14-2.44 / 2.02-2.46 in the flat loop; with one or four 2048-token
 # requests 3.8-3.9 / 3.5-3.8 / 5.1-5.3 against 8.6-8.8 / 5.8-6.1 / 6.6-6.8. 1.3 and 1.4 take
-# 512 lanes (with 2048-token requests 256 lanes took 5.0-5.3 against 3.5-3.9,
+# 512 lanes (with 2048-token requests 256 lanes took 4.8-5.3 against 3.5-3.9,
 # scripts/mixed_batch.py --lone), 1.7 half (expand.SLOT_LONE_TAIL).
 LONE_TAIL = tl.constexpr(512)
 # Lanes per iteration of a per-request grid's loop past each program's first chunk (the round
