@@ -21,6 +21,8 @@ from spec_ops._triton._indexing import (
     row_value,
     wide_chunks,
 )
+from spec_ops._triton._launch import LONE_TAIL, ROW_TAIL
+from spec_ops._triton.expand import EXPAND_ROW_TAIL, SLOT_LONE_TAIL
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
@@ -87,7 +89,11 @@ def test_row_remainders_visit_each_item_once(backend, seed):
     """Rows with nothing past the tile, one row with items (its own loop), several (the flat
     loop), empty and garbage ranges (last < first)."""
     rng = random.Random(seed)
-    rows, cols, tail, lone, max_items = 8, rng.choice([8, 16]), rng.choice([128, 256]), 512, 1500
+    rows, cols, max_items = 8, rng.choice([8, 16]), 1500
+    # The widths the row kernels ship: flat loops EXPAND_ROW_TAIL / ROW_TAIL, lone loops
+    # LONE_TAIL (1.3, 1.4) / SLOT_LONE_TAIL (1.7).
+    tail = rng.choice([EXPAND_ROW_TAIL.value, ROW_TAIL.value])
+    lone = rng.choice([LONE_TAIL.value, SLOT_LONE_TAIL.value])
     num_long = rng.choice([0, 1, 1, 2, 3, 8])
     long_rows = set(rng.sample(range(rows), num_long))
     first = [rng.choice([0, 0, 0, rng.randint(0, 40)]) for _ in range(rows)]
@@ -100,4 +106,4 @@ def test_row_remainders_visit_each_item_once(backend, seed):
     expected = torch.zeros(rows, max_items, dtype=torch.int32)
     for r in range(rows):
         expected[r, max(first[r], cols):max(last[r], cols)] = 1
-    assert torch.equal(counts.view(rows, max_items).cpu(), expected), (first, last)
+    assert torch.equal(counts.view(rows, max_items).cpu(), expected), (first, last, tail, lone)
