@@ -166,6 +166,10 @@ class KnownLayouts:
             self.guards = ((guard, matrices), *self.guards[:self.MAX_REMEMBERED - 1])
 
 
+# (reads, {}, written) -> whether a written tensor shares a storage object with another
+# tensor among both (torch's C check of a custom op's outputs against its inputs); where a
+# torch lacks it, every call takes the byte-range check.
+_shares_storage = getattr(torch._C, "_any_output_is_alias_to_input_or_output", None)
 _data_ptr = torch.Tensor.data_ptr
 _dim = torch.Tensor.dim
 _nbytes = operator.attrgetter("nbytes")
@@ -174,17 +178,21 @@ _nbytes = operator.attrgetter("nbytes")
 class OverlapCheck:
     """Rejects a call in which a written tensor shares memory with any other tensor argument.
 
-    Built from the op's schema (``Tensor(a!)`` marks what is written). Each tensor covers the
-    byte range from its first to one past its last element; two tensors overlap when their
-    ranges intersect: device addresses for real tensors, and for fake or meta tensors (which
-    have none) the storage object plus the byte offset in it. ``may_alias`` names pairs that
-    may be the very same memory (same first element and, for matrices, the same row stride, so
-    that each element is the other's element of the same index), never a shifted overlap.
-    Decided from metadata only.
+    Built from the op's schema (``Tensor(a!)`` marks what is written). Memory is compared the
+    way torch compares its own ops' ``out=`` tensors with their inputs: storage first, then byte
+    ranges within it. A call in which no written tensor shares a storage object with another
+    tensor argument (each buffer its own allocation, the usual case) passes in one C call
+    (``_shares_storage``). Two storage objects made over one allocation (DLPack, ``from_blob``,
+    slices of an untyped storage) count as disjoint there, as they do for torch's ops.
 
-    The common case, no two arguments sharing memory (an allowed alias counting as one), is
-    settled from the sorted starts and ends; anything else (inputs sharing memory, an error)
-    takes the pairwise look, which names the arguments.
+    Otherwise each tensor covers the byte range from its first to one past its last element;
+    two tensors overlap when their ranges intersect: device addresses for real tensors, and for
+    fake or meta tensors (which have none) the storage object plus the byte offset in it.
+    ``may_alias`` names pairs that may be the very same memory (same first element and, for
+    matrices, the same row stride, so that each element is the other's element of the same
+    index), never a shifted overlap. Decided from metadata only. No two ranges intersecting
+    (an allowed alias counting as one) is settled from the sorted starts and ends; anything
+    else (inputs sharing memory, an error) takes the pairwise look, which names the arguments.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -203,6 +211,8 @@ class OverlapCheck:
         # The allowed pairs as places in self.tensors(args) (both are required tensors).
         names = [schema.arguments[i].name for i in positions]
         self.alias_slots = [(names.index(a), names.index(b)) for a, b in may_alias]
+        self.reads = argument_getter([i for i, _, written in self.arguments if not written])
+        self.written = argument_getter([i for i, _, written in self.arguments if written])
 
     def __call__(self, args, fake=False, matrices=None):
         """``matrices``: the positions of the 2-D tensors among the required ones, when known
@@ -211,6 +221,9 @@ class OverlapCheck:
             return          # an op that only reads its arguments (1.7 returns a new tensor)
         if fake:
             return self._pairwise(args, fake)
+        if _shares_storage is not None and not _shares_storage(self.reads(args), {},
+                                                               self.written(args)):
+            return      # no written tensor shares a storage with any other tensor argument
         tensors = self.tensors(args)
         if self.optional:       # optional tensors come last: the required ones keep their places
             tensors = [t for t in tensors if t is not None]

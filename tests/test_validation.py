@@ -5,8 +5,9 @@ and the fake (meta tensors). One test per kind of mistake, over every op and arg
 import pytest
 import torch
 
-from backends import BACKENDS, ENTRY, HAS_CUDA, call, place
+from backends import BACKENDS, ENTRY, HAS_CUDA, call, place, run
 from samples import OPS, op_overload, sample, written_arg_indices
+from spec_ops import validation
 
 NUM_REQS = 5
 WARM_CALLS = 3     # valid calls first: nothing they leave behind may let a bad call through
@@ -271,6 +272,10 @@ def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, oth
     """Written tensors that overlap any other argument are rejected naming both, before any
     launch; overlap is decided from memory ranges, so the very same tensor, a view into the
     same buffer, and a shifted overlap all count (except the contract's allowed aliases)."""
+    assert_overlap_rejected(op, written, name, other, other_name, backend)
+
+
+def assert_overlap_rejected(op, written, name, other, other_name, backend):
     args = sample(op, seed=11, num_reqs=NUM_REQS)
     first, second = args[written], args[other]
     allowed = (op, name, other_name) in ALLOWED_ALIASES
@@ -283,6 +288,57 @@ def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, oth
     assert_rejected(op, placed, ValueError, "", backend,
                     rf"({name} overlaps {other_name}|{other_name} overlaps {name})",
                     warm=False, place_args=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,written,name,other,other_name",
+                         list({case[0]: case for case in overlap_cases()}.values()))
+def test_byte_ranges_alone_reject_overlap(op, written, name, other, other_name, backend,
+                                          monkeypatch):
+    """Where torch has no C storage look, the byte ranges alone find the overlap (one case
+    per op)."""
+    monkeypatch.setattr(validation, "_shares_storage", None)
+    assert_overlap_rejected(op, written, name, other, other_name, backend)
+
+
+def one_buffer(args):
+    """``args`` with every tensor copied into one buffer (one storage), laid end to end at
+    8-byte boundaries, none overlapping another; shapes, strides and dtypes kept."""
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    starts, size = {}, 0
+    for i in tensors:
+        starts[i] = size
+        size += -(-(byte_span(args[i]) if args[i].numel() else 0) // 8) * 8
+    memory = torch.zeros(size, dtype=torch.uint8, device=args[tensors[0]].device)
+    packed = list(args)
+    for i in tensors:
+        t = args[i]
+        span = byte_span(t) if t.numel() else 0
+        view = memory[starts[i]:starts[i] + span].view(t.dtype).as_strided(t.shape, t.stride())
+        view.copy_(t)
+        packed[i] = view
+    return tuple(packed)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("storage_look", [True, False], ids=["storage first", "ranges only"])
+@pytest.mark.parametrize("op", OPS)
+def test_disjoint_views_of_one_buffer_are_accepted(op, storage_look, backend, monkeypatch):
+    """Every tensor argument a view into one buffer, no two overlapping: the storage look
+    sees them share a storage, the byte ranges accept them, and the op writes what it writes
+    with a buffer per tensor."""
+    if not storage_look:
+        monkeypatch.setattr(validation, "_shares_storage", None)
+    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    expected = run(op, args, backend)
+    packed = one_buffer(place(args, backend))
+    result = call(op, packed, backend)
+    outputs = [packed[i].cpu() for i in written_arg_indices(op)]
+    if result is not None:
+        outputs.append(result.cpu())
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in OPS if n in
