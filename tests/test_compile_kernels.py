@@ -16,3 +16,19 @@ def test_every_warmed_kernel_variant_compiles_for_sm_90():
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert " 0 of " not in result.stdout and "kernel variants compiled" in result.stdout
+
+
+def test_load_trips_counts_the_dependent_round_trips():
+    """scripts/load_trips.py on two kernels whose trips the source fixes: 1.2 loads once then
+    stores; 1.5 loads the positions, then the block-table entry at the new position."""
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")),
+                             "_prepare_inputs_padded_kernel", "_step_kernel"], env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    summaries = [line for line in result.stdout.splitlines() if "before the first branch" in line]
+    names = [line.split()[0] for line in result.stdout.splitlines() if "num_warps=" in line]
+    assert len(names) == len(summaries) >= 2
+    for name, summary in zip(names, summaries):
+        expected = 1 if name == "_prepare_inputs_padded_kernel" else 2
+        assert f"before the first branch: {expected} trips" in summary, result.stdout

@@ -1,0 +1,132 @@
+"""How many dependent global-memory round trips a kernel's threads wait for, read from its
+SASS: compiled on any machine (Triton's bundled ptxas and nvdisasm, no GPU), for the kernel
+variants that spec_ops.warmup launches (scripts/compile_kernels.py).
+
+    python scripts/load_trips.py [KERNEL ...] [--arch 90] [--warps N] [--all]
+
+A warp issues in order and waits at the first instruction that reads a register a load has not
+filled yet. Walking the instructions in order, each global load's trip is therefore one more
+than the deepest load result read by any instruction before it: the loads of trip 1 go out
+right after the grid-dependency wait, those of trip 2 once a trip-1 value has arrived, and so
+on. The estimate does not follow branches: code after a branch counts on from the deepest trip
+before it, so a loop's body shows up as further trips. Up to the first branch it is what the
+hardware does. Printed per kernel variant: each load with its trip and source line (--all), or
+the trips before the first branch and the number of loads at each.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)    # before triton is imported: compile, not interpret
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import compile_kernels  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from spec_ops._triton._launch import LAUNCHERS  # noqa: E402
+
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)\s*(.*)")
+REGISTER = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
+SOURCE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def sass_with_lines(variant, arch, num_warps):
+    """[(instruction text, "file:line" or None)] of the variant's cubin."""
+    name, warps, signature, constexprs = variant
+    kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
+    compiled = triton.compile(ASTSource(kernel, dict(signature), dict(constexprs)),
+                              target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": num_warps or warps, "launch_pdl": True})
+    with tempfile.TemporaryDirectory() as directory:
+        cubin = Path(directory) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        text = subprocess.run([BIN / "nvdisasm", "--print-line-info", "-c", str(cubin)],
+                              capture_output=True, text=True, check=True).stdout
+    lines, where = [], None
+    for line in text.splitlines():
+        source = SOURCE.search(line) if line.strip().startswith("//##") else None
+        if source:
+            where = f"{Path(source.group(1)).name}:{source.group(2)}"
+        elif line.strip().startswith("/*"):
+            lines.append((line.split(";")[0].strip(), where))
+    return lines
+
+
+def _registers(operand):
+    """The registers an operand names, both halves of a 64-bit pair, all four of a 128-bit."""
+    found = []
+    for number, width in REGISTER.findall(operand):
+        count = {".64": 2, ".128": 4}.get(width, 1)
+        found += range(int(number), int(number) + count)
+    return found
+
+
+def load_trips(lines):
+    """[(address, opcode, trip or None for a branch, source)] in program order."""
+    filled_by = {}      # register -> trip of the load that writes it
+    waited = 0          # the deepest trip the warp has waited for so far
+    trips = []
+    for text, where in lines:
+        match = INSTRUCTION.match(text)
+        if not match:
+            continue
+        address, opcode, rest = match.groups()
+        operands = [operand.strip() for operand in rest.split(",")] if rest else []
+        writes = not opcode.startswith(("ST", "BRA", "EXIT", "RET", "BAR", "RED", "ATOM"))
+        destinations, sources = (operands[:1], operands[1:]) if writes and operands else ([],
+                                                                                    operands)
+        waited = max([waited] + [filled_by.get(r, 0) for s in sources for r in _registers(s)])
+        if opcode.startswith("LDG"):
+            width = 4 if ".128" in opcode else 2 if ".64" in opcode else 1
+            for destination in destinations:
+                for first in _registers(destination)[:1]:
+                    filled_by.update(dict.fromkeys(range(first, first + width), waited + 1))
+            trips.append((address, opcode, waited + 1, where))
+        else:
+            for destination in destinations:
+                for register in _registers(destination):
+                    filled_by.pop(register, None)
+            if opcode.startswith("BRA"):
+                trips.append((address, opcode, None, where))
+    return trips
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kernels", nargs="*", help="kernel names (default: every kernel)")
+    parser.add_argument("--arch", type=int, default=90)
+    parser.add_argument("--warps", type=int, default=None, help="override num_warps")
+    parser.add_argument("--all", action="store_true", help="every load and branch")
+    options = parser.parse_args()
+    for variant in compile_kernels.variants():
+        name, warps, _, constexprs = variant
+        if options.kernels and name not in options.kernels:
+            continue
+        trips = load_trips(sass_with_lines(variant, options.arch, options.warps))
+        print(f"{name} num_warps={options.warps or warps} "
+              f"constexprs={[value for _, value in constexprs]}")
+        if options.all:
+            for address, opcode, trip, where in trips:
+                print(f"  {address} {opcode:12s} {'branch' if trip is None else trip:>6} "
+                      f"{where or ''}")
+            continue
+        before = []
+        for _, _, trip, _ in trips:
+            if trip is None:
+                break
+            before.append(trip)
+        counts = {trip: before.count(trip) for trip in sorted(set(before))}
+        print(f"  before the first branch: {max(before, default=0)} trips, loads per trip "
+              f"{counts}")
+
+
+if __name__ == "__main__":
+    main()
