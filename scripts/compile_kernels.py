@@ -74,14 +74,20 @@ def variants():
     return list(found)
 
 
+def compiled_variant(variant, arch, num_warps=None):
+    """The variant compiled for sm_<arch> as the launcher would (PDL on), num_warps its own
+    unless given."""
+    name, warps, signature, constexprs = variant
+    kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
+    return triton.compile(ASTSource(kernel, dict(signature), dict(constexprs)),
+                          target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": num_warps or warps, "launch_pdl": True})
+
+
 def compile_variant(variant, arch):
     """None if the variant compiles to a cubin, else the error's first lines."""
-    name, num_warps, signature, constexprs = variant
-    kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
-    source = ASTSource(kernel, dict(signature), dict(constexprs))
     try:
-        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": num_warps, "launch_pdl": True})
+        compiled = compiled_variant(variant, arch)
         assert compiled.asm.get("cubin"), "no cubin"
     except Exception as error:      # noqa: BLE001 - reported per variant
         return f"{type(error).__name__}: {' '.join(str(error).split())[:600]}"

@@ -27,10 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compile_kernels  # noqa: E402
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
-from spec_ops._triton._launch import LAUNCHERS  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)\s*(.*)")
@@ -40,11 +36,7 @@ SOURCE = re.compile(r'File "([^"]+)", line (\d+)')
 
 def sass_with_lines(variant, arch, num_warps):
     """[(instruction text, "file:line" or None)] of the variant's cubin."""
-    name, warps, signature, constexprs = variant
-    kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
-    compiled = triton.compile(ASTSource(kernel, dict(signature), dict(constexprs)),
-                              target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps or warps, "launch_pdl": True})
+    compiled = compile_kernels.compiled_variant(variant, arch, num_warps)
     with tempfile.TemporaryDirectory() as directory:
         cubin = Path(directory) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])

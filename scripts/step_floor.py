@@ -41,11 +41,6 @@ SIZES = (1, 64, 1024)
 
 
 @triton.jit
-def _empty(x):
-    pass
-
-
-@triton.jit
 def _empty_pdl(x, PDL: tl.constexpr):
     pdl_prologue(PDL)
 
@@ -100,7 +95,7 @@ def _cases(num_reqs):
 
 def main():
     x = torch.zeros(1, device="cuda")
-    empty = graph_us(lambda: _empty[(1,)](x))
+    empty = graph_us(lambda: bench_ops._empty_kernel[(1,)](x))
     empty_pdl = graph_us(lambda: _empty_pdl[(1,)](x, True, launch_pdl=True))
     rows = {}
     for num_reqs in SIZES:

@@ -234,17 +234,21 @@ def byte_span(t):
     return count * t.element_size()
 
 
+def laid(memory, start, t):
+    """A copy of ``t`` (same shape, strides, dtype) in the uint8 buffer ``memory`` from byte
+    ``start`` on."""
+    span = byte_span(t) if t.numel() else 0
+    view = memory[start:start + span].view(t.dtype).as_strided(t.shape, t.stride())
+    view.copy_(t.to(memory.device))
+    return view
+
+
 def sharing_memory(first, second, offset, device):
     """Copies of ``first`` and ``second`` (same shapes, strides, dtypes) in one buffer on
     ``device``, the second starting ``offset`` bytes after the first."""
     memory = torch.zeros(byte_span(first) + byte_span(second) + offset, dtype=torch.uint8,
                          device=device)
-
-    def lay(t, start):
-        view = memory[start:start + byte_span(t)].view(t.dtype).as_strided(t.shape, t.stride())
-        view.copy_(t.to(device))
-        return view
-    return lay(first, 0), lay(second, offset)
+    return laid(memory, 0, first), laid(memory, offset, second)
 
 
 def overlap_cases():
@@ -312,11 +316,7 @@ def one_buffer(args):
     memory = torch.zeros(size, dtype=torch.uint8, device=args[tensors[0]].device)
     packed = list(args)
     for i in tensors:
-        t = args[i]
-        span = byte_span(t) if t.numel() else 0
-        view = memory[starts[i]:starts[i] + span].view(t.dtype).as_strided(t.shape, t.stride())
-        view.copy_(t)
-        packed[i] = view
+        packed[i] = laid(memory, starts[i], args[i])
     return tuple(packed)
 
 
