@@ -5,6 +5,10 @@ contract is "all reads before any write". Up to ONE_PROGRAM_ROWS rows, the whole
 one program: load everything, barrier, store. Larger batches first snapshot the rows that can
 be read (a device copy, so a second launch), then run one program per block of rows that reads
 the snapshot and writes the counts: no program reads what another writes.
+
+When the previous batch has at most GATHER_PREV_ROWS rows, the one program loads its three
+arrays whole (coalesced, in the same round trip as prev_positions) and picks each row's
+entries with tl.gather, on chip, instead of a second, dependent round trip of scattered loads.
 """
 
 import triton.language as tl
@@ -13,6 +17,7 @@ from ._launch import Launcher, cdiv, next_power_of_2, pdl_prologue, spec_kernel
 
 ONE_PROGRAM_ROWS = 16384
 BLOCK_ROWS = 1024           # rows per program with a snapshot
+GATHER_PREV_ROWS = 4096
 
 
 @spec_kernel
@@ -25,7 +30,7 @@ def _update_num_computed_tokens_kernel(
     cpu_num_computed_ptr,       # [n]
     prev_computed_ptr,          # [>= num_prev_rows]: num_computed_ptr itself, or its snapshot
     num_rows: tl.int64, num_prev_rows: tl.int64,
-    BLOCK: tl.constexpr, PDL: tl.constexpr,
+    BLOCK: tl.constexpr, PREV_BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -33,9 +38,24 @@ def _update_num_computed_tokens_kernel(
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
     cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask, other=0).to(tl.int64)
     known = row_mask & (prev >= 0) & (prev < num_prev_rows)
-    prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
-    accepted = tl.load(valid_count_ptr + prev, mask=known, other=0).to(tl.int64)
-    prev_computed = tl.load(prev_computed_ptr + prev, mask=known, other=0).to(tl.int64)
+    if PREV_BLOCK > 0:
+        # The previous batch's rows whole (PREV_BLOCK >= num_prev_rows), picked on chip.
+        prev_rows = tl.arange(0, PREV_BLOCK)
+        prev_mask = prev_rows < num_prev_rows
+        all_drafts = tl.load(prev_num_draft_ptr + prev_rows, mask=prev_mask, other=0)
+        all_accepted = tl.load(valid_count_ptr + prev_rows, mask=prev_mask, other=0)
+        all_computed = tl.load(prev_computed_ptr + prev_rows, mask=prev_mask, other=0)
+        pick = tl.where(known, prev, 0)
+        prev_drafts = tl.gather(all_drafts, pick, 0)
+        accepted = tl.gather(all_accepted, pick, 0)
+        prev_computed = tl.gather(all_computed, pick, 0)
+        prev_drafts = tl.where(known, prev_drafts, 0)
+        accepted = tl.where(known, accepted, 0).to(tl.int64)
+        prev_computed = tl.where(known, prev_computed, 0).to(tl.int64)
+    else:
+        prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
+        accepted = tl.load(valid_count_ptr + prev, mask=known, other=0).to(tl.int64)
+        prev_computed = tl.load(prev_computed_ptr + prev, mask=known, other=0).to(tl.int64)
     participates = known & (prev_drafts > 0)
     computed = tl.where(participates, prev_computed + accepted, cpu_computed)
     tl.debug_barrier()      # one program: every read above precedes every write below
@@ -50,8 +70,11 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
                                       valid_sampled_token_count, prev_num_draft_tokens,
                                       cpu_num_computed_tokens, num_prev_rows):
     num_rows = prev_positions.shape[0]
+    prev_block = 0
     if num_rows <= ONE_PROGRAM_ROWS:
         block, prev_computed = max(next_power_of_2(num_rows), 128), num_computed_tokens
+        if num_prev_rows <= GATHER_PREV_ROWS:
+            prev_block = max(next_power_of_2(num_prev_rows), 128)
     else:
         block = BLOCK_ROWS
         prev_computed = num_computed_tokens[:num_prev_rows].clone()
@@ -59,5 +82,5 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
         cdiv(num_rows, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, prev_computed, num_rows,
-         num_prev_rows, block),
-        num_warps=min(max(block // 32, 4), 32))
+         num_prev_rows, block, prev_block),
+        num_warps=min(max(max(block, prev_block) // 32, 4), 32))

@@ -385,6 +385,31 @@ def test_update_num_computed_tokens_has_no_row_limit(backend):
     assert [t.tolist() for t in run(op, args, backend)] == expected
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("num_prev", [4096, 4097, 6000])
+def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_prev):
+    """A previous batch at and past the size the one-program kernel gathers on chip
+    (GATHER_PREV_ROWS): rows point all over it, some rows read entries others write."""
+    import random
+
+    from reference import REFERENCES
+    rng = random.Random(num_prev)
+    num_rows = 300
+    prev = [rng.choice((rng.randrange(num_rows), rng.randrange(num_prev), num_prev - 1, -1))
+            for _ in range(num_rows)]
+
+    def ints(values):
+        return torch.tensor(values, dtype=torch.int32)
+    args = (ints([rng.randrange(5000) for _ in range(num_prev)]), ints([0] * num_rows),
+            ints(prev), ints([rng.randrange(4) for _ in range(num_prev)]),
+            ints([rng.randrange(3) for _ in range(num_prev)]),
+            ints([rng.randrange(5000) for _ in range(num_rows)]))
+    op = "update_num_computed_tokens_for_batch_change"
+    expected = REFERENCES[op](*args)
+    from backends import run
+    assert [t.tolist() for t in run(op, args, backend)] == expected
+
+
 @pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
 def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
     """Eight threads calling ops with valid and invalid arguments, the interpreter switching
