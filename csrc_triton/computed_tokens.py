@@ -6,9 +6,13 @@ one program: load everything, barrier, store. Larger batches first snapshot the 
 be read (a device copy, so a second launch), then run one program per block of rows that reads
 the snapshot and writes the counts: no program reads what another writes.
 
-When the previous batch has at most GATHER_PREV_ROWS rows, the one program loads its three
-arrays whole (coalesced, in the same round trip as prev_positions) and picks each row's
-entries with tl.gather, on chip, instead of a second, dependent round trip of scattered loads.
+When the previous batch has no more rows than the program (num_prev_rows <= BLOCK), the one
+program loads its three arrays whole (coalesced, in the same round trip as prev_positions)
+and picks each row's entries with tl.gather, on chip, instead of a second, dependent round
+trip of scattered loads. Measured on the H200 (CUDA graph, µs per call, scattered -> on chip,
+R rows, P previous rows; benchmarks/results/batch_change_gather.txt): R = P = 64 0.77 -> 0.71,
+R = P = 1024 1.27 -> 1.05, R = P = 4096 3.81 -> 2.61. A previous batch many times larger
+than the current one costs more loaded whole (R = 64, P = 1024: 0.84 -> 0.95).
 """
 
 import triton.language as tl
@@ -17,7 +21,6 @@ from ._launch import Launcher, cdiv, next_power_of_2, pdl_prologue, spec_kernel
 
 ONE_PROGRAM_ROWS = 16384
 BLOCK_ROWS = 1024           # rows per program with a snapshot
-GATHER_PREV_ROWS = 4096
 
 
 @spec_kernel
@@ -30,7 +33,7 @@ def _update_num_computed_tokens_kernel(
     cpu_num_computed_ptr,       # [n]
     prev_computed_ptr,          # [>= num_prev_rows]: num_computed_ptr itself, or its snapshot
     num_rows: tl.int64, num_prev_rows: tl.int64,
-    BLOCK: tl.constexpr, PREV_BLOCK: tl.constexpr, PDL: tl.constexpr,
+    BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -38,9 +41,9 @@ def _update_num_computed_tokens_kernel(
     prev = tl.load(prev_positions_ptr + rows, mask=row_mask, other=-1).to(tl.int64)
     cpu_computed = tl.load(cpu_num_computed_ptr + rows, mask=row_mask, other=0).to(tl.int64)
     known = row_mask & (prev >= 0) & (prev < num_prev_rows)
-    if PREV_BLOCK > 0:
-        # The previous batch's rows whole (PREV_BLOCK >= num_prev_rows), picked on chip.
-        prev_rows = tl.arange(0, PREV_BLOCK)
+    if ON_CHIP:
+        # The previous batch whole (num_prev_rows <= BLOCK), picked on chip.
+        prev_rows = tl.arange(0, BLOCK)
         prev_mask = prev_rows < num_prev_rows
         all_drafts = tl.load(prev_num_draft_ptr + prev_rows, mask=prev_mask, other=0)
         all_accepted = tl.load(valid_count_ptr + prev_rows, mask=prev_mask, other=0)
@@ -70,11 +73,8 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
                                       valid_sampled_token_count, prev_num_draft_tokens,
                                       cpu_num_computed_tokens, num_prev_rows):
     num_rows = prev_positions.shape[0]
-    prev_block = 0
     if num_rows <= ONE_PROGRAM_ROWS:
         block, prev_computed = max(next_power_of_2(num_rows), 128), num_computed_tokens
-        if num_prev_rows <= GATHER_PREV_ROWS:
-            prev_block = max(next_power_of_2(num_prev_rows), 128)
     else:
         block = BLOCK_ROWS
         prev_computed = num_computed_tokens[:num_prev_rows].clone()
@@ -82,5 +82,5 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
         cdiv(num_rows, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, prev_computed, num_rows,
-         num_prev_rows, block, prev_block),
-        num_warps=min(max(max(block, prev_block) // 32, 4), 32))
+         num_prev_rows, block, num_rows <= ONE_PROGRAM_ROWS and num_prev_rows <= block),
+        num_warps=min(max(block // 32, 4), 32))

@@ -5,7 +5,8 @@ constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch wit
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
 whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
 long enough for a query program of their own (1.4), the power of two of K + 1 (1.4, 6.3) and,
-for 1.6, the power of two of the row count. The first
+for 1.6, the power of two of the row count and whether the previous batch fits in as many
+rows. The first
 launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
 milliseconds to a second, so a serving engine warms up once at startup.
 
@@ -23,7 +24,12 @@ from typing import Optional
 import torch
 
 from ._library import KERNELS
-from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
+from ._triton._launch import (
+    PER_REQUEST_BLOCK,
+    ROW_COLS,
+    compiled_variants,
+    next_power_of_2,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -204,16 +210,19 @@ def _multi_step(x, max_num_reqs):
 
 @_warms("update_num_computed_tokens_for_batch_change")
 def _computed_tokens(x, max_num_reqs):
-    """1.6's launch depends on the row count's power of two: every power of two up to
-    max_num_reqs, and max_num_reqs itself, reach every launch a batch of up to max_num_reqs
-    rows can take."""
+    """1.6's launch depends on the row count's power of two and on whether the previous batch
+    fits the program's rows: every power of two up to max_num_reqs, and max_num_reqs itself,
+    each with a previous batch of as many rows and of more than the program holds, reach every
+    launch a batch of up to max_num_reqs rows can take."""
     row_counts = sorted({1 << i for i in range(max_num_reqs.bit_length())} | {max_num_reqs})
     for rows in row_counts:
-        counts = [x.zeros("counts", rows) for _ in range(5)]
         prev_positions = torch.full((rows,), -1, dtype=x.dtypes["positions"], device=x.device)
-        _call("update_num_computed_tokens_for_batch_change", counts[0], counts[1],
-              prev_positions, counts[2], counts[3], counts[4])
-    return len(row_counts)
+        for prev_rows in (rows, max(next_power_of_2(rows), 128) + 1):
+            previous = [x.zeros("counts", prev_rows) for _ in range(3)]
+            _call("update_num_computed_tokens_for_batch_change", previous[0],
+                  x.zeros("counts", rows), prev_positions, previous[1], previous[2],
+                  x.zeros("counts", rows))
+    return 2 * len(row_counts)
 
 
 def _step_outs(x, num_steps):

@@ -386,15 +386,16 @@ def test_update_num_computed_tokens_has_no_row_limit(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("num_prev", [4096, 4097, 6000])
-def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_prev):
-    """A previous batch at and past the size the one-program kernel gathers on chip
-    (GATHER_PREV_ROWS): rows point all over it, some rows read entries others write."""
+@pytest.mark.parametrize("num_rows, num_prev", [(1000, 1024), (1024, 1025), (100, 128),
+                                                (100, 129), (10, 6000)])
+def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_rows, num_prev):
+    """A previous batch larger than the current one, up to and past the rows of the one program
+    (which loads it whole when it fits): rows point all over it, some read entries others
+    write."""
     import random
 
     from reference import REFERENCES
     rng = random.Random(num_prev)
-    num_rows = 300
     prev = [rng.choice((rng.randrange(num_rows), rng.randrange(num_prev), num_prev - 1, -1))
             for _ in range(num_rows)]
 

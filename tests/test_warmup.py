@@ -96,15 +96,21 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     # (HAS_REJECTED, BLOCK_SIZE, BLOCK_Q, ROWS, COLS) of the row layout: both tile widths.
     rows = {c for n, c in launched if n == "_copy_and_expand_dflash_inputs_rows_kernel"}
     assert {(c[0], c[-1]) for c in rows} == set(itertools.product((False, True), ROW_COLS))
-    assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {(128,)}
+    # (BLOCK, ON_CHIP): a previous batch that fits the program's rows and one that does not.
+    assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {
+        (128, True), (128, False)}
 
 
 def test_update_num_computed_tokens_row_counts(monkeypatch):
-    """One 1.6 call per power of two of rows up to max_num_reqs, and one at max_num_reqs."""
+    """Two 1.6 calls per power of two of rows up to max_num_reqs, and two at max_num_reqs: a
+    previous batch of as many rows, and one of more rows than the program holds."""
     rows = []
-    monkeypatch.setattr(warmup_module, "_call", lambda op, *args: rows.append(args[2].shape[0]))
+    monkeypatch.setattr(warmup_module, "_call",
+                        lambda op, *args: rows.append((args[2].shape[0], args[0].shape[0])))
     spec_ops.warmup("cpu", **CONFIG, ops=["update_num_computed_tokens_for_batch_change"])
-    assert rows == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+    blocks = {1: 128, 2: 128, 4: 128, 8: 128, 16: 128, 32: 128, 64: 128, 128: 128, 256: 256,
+              300: 512}
+    assert rows == [(n, prev) for n, block in blocks.items() for prev in (n, block + 1)]
 
 
 @pytest.mark.gpu
