@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import bench_ops  # noqa: E402
 from bench_ops import (  # noqa: E402
     SMOKE, _block_table, _check, _fresh, _op_args, _out, _outputs, _padded_batch, _randint,
-    _slot, empty_kernel_floor, host_us, machine_info, measure,
+    _slot, empty_kernel_floor, floor_line, host_us, machine_info, measure,
 )
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -256,6 +256,12 @@ def evaluate_targets(cases, floor):
             _ratio(round_.get("graph_us"), sequence.get("graph_us")), GRAPH_LIMIT)
         add(f"GPU <= {FLOOR_LIMIT:g}x empty kernel",
             _ratio(round_.get("graph_us"), floor and floor["graph_us"]), FLOOR_LIMIT)
+        if floor and not SMOKE:     # information: against the first timed graph's node
+            ratio = _ratio(round_.get("graph_us"), floor["graph_us_first"])
+            targets.append({"target": f"GPU <= {FLOOR_LIMIT:g}x empty kernel, first graph",
+                            "method": case["method"], "num_reqs": case["num_reqs"],
+                            "k": case["k"], "ratio": ratio, "limit": FLOOR_LIMIT, "info": True,
+                            "passed": None if ratio is None else ratio <= FLOOR_LIMIT})
         add("1 launch", round_.get("launches"), 1)
     return targets
 
@@ -273,7 +279,7 @@ def print_table(cases, floor):
     print(f"\nper round: host µs (eager, back to back) / GPU µs (CUDA graph) / launches; "
           f"block {BLOCK_SIZE}, max_model_len {MAX_MODEL_LEN}")
     if floor:
-        print(f"empty Triton kernel: {_number(floor['host_us'])} / {_number(floor['graph_us'])}")
+        print(floor_line(floor))
     header = (f"{'method':<12}{'R':>5}{'K':>3}{'round':>22}{'sequence':>22}"
               f"{'host x':>8}{'GPU x':>8}{'fn host':>9}{'seq fn':>8}{'fn x':>7}")
     print(header)
@@ -298,6 +304,11 @@ def print_table(cases, floor):
 
 
 def print_summary(cases, targets):
+    info = [target for target in targets if target.get("info")]
+    targets = [target for target in targets if not target.get("info")]
+    if info:
+        print(f"information: {info[0]['target']} (the floor of earlier runs): "
+              f"{sum(target['passed'] is True for target in info)} of {len(info)} within")
     passed = sum(target["passed"] is True for target in targets)
     failed = [target for target in targets if target["passed"] is False]
     mismatched = [(case, name, line) for case in cases

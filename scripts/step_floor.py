@@ -5,8 +5,9 @@ the floors a kernel launched with PDL cannot go under.
 
 GPU µs per call in a CUDA graph of 50 calls (bench_ops.graph_us), in one table:
 
-  empty                 an empty Triton kernel (bench_ops' floor), and with the PDL prologue
-                        every spec_ops kernel starts with (launched with PDL)
+  empty                 an empty Triton kernel (bench_ops' floor, empty_kernel_floor), and
+                        with the PDL prologue every spec_ops kernel starts with (launched
+                        with PDL)
   one trip              a kernel that loads two [R] vectors and stores three (int64, one of
                         them in place), as 1.5 does but with no load depending on another
   1.2                   eagle_prepare_inputs_padded: one round trip of loads, then stores
@@ -95,7 +96,8 @@ def _cases(num_reqs):
 
 def main():
     x = torch.zeros(1, device="cuda")
-    empty = graph_us(lambda: bench_ops._empty_kernel[(1,)](x))
+    floor = bench_ops.empty_kernel_floor()
+    empty = floor["graph_us"]
     empty_pdl = graph_us(lambda: _empty_pdl[(1,)](x, True, launch_pdl=True))
     rows = {}
     for num_reqs in SIZES:
@@ -103,7 +105,8 @@ def main():
             rows.setdefault(name, []).append(graph_us(fn))
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
           f"{triton.__version__}; GPU µs per call, CUDA graph of {bench_ops.GRAPH_CALLS} calls")
-    print(f"empty kernel {empty:.3f}, with the PDL prologue {empty_pdl:.3f}; "
+    print(f"empty kernel {empty:.3f} (the process's first timed graph: "
+          f"{floor['graph_us_first']:.3f}), with the PDL prologue {empty_pdl:.3f}; "
           f"1.5 x empty = {1.5 * empty:.3f}")
     print(f"{'':22s}" + "".join(f"{'R = ' + str(n):>10s}" for n in SIZES))
     for name, values in rows.items():
