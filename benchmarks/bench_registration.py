@@ -249,7 +249,8 @@ def step_triton_op(positions: torch.Tensor, block_table: torch.Tensor, seq_lens:
     torch.library.wrap_triton(draft_step._step_kernel)[(-(-num_reqs // draft_step.BLOCK_R),)](
         positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping, num_reqs,
         num_reqs, block_table.stride(0), block_table.shape[1], max_model_len, block_size,
-        draft_step.BLOCK_R, pdl, **({"launch_pdl": True} if pdl else {}))
+        draft_step.BLOCK_R, pdl, num_warps=draft_step.STEP_WARPS,
+        **({"launch_pdl": True} if pdl else {}))
 
 
 def routes():

@@ -15,7 +15,12 @@ import triton.language as tl
 from ._indexing import slot_lookup
 from ._launch import Launcher, cdiv, pdl_prologue, spec_kernel
 
-BLOCK_R = 128
+# Rows and warps per program: one row per thread. At R = 1024 on the H200 (CUDA graph, µs per
+# call; benchmarks/results/step_grid.txt) 64 rows / 2 warps took 0.98 / 1.03 / 1.05 for 1.5 /
+# 5.2 / 7.1, 128 / 4 0.98 / 1.06 / 1.08, 256 / 8 1.02 / 1.21 / 1.20; two rows per thread (128 /
+# 2) 1.22 / 1.13 / 1.29.
+BLOCK_R = 64
+STEP_WARPS = 2
 
 
 @triton.jit
@@ -116,9 +121,9 @@ def _multi_step_kernel(
              mask=rows < input_batch_size)
 
 
-_step = Launcher(_step_kernel)
-_mrope_step = Launcher(_mrope_step_kernel)
-_multi_step = Launcher(_multi_step_kernel)
+_step = Launcher(_step_kernel, STEP_WARPS)
+_mrope_step = Launcher(_mrope_step_kernel, STEP_WARPS)
+_multi_step = Launcher(_multi_step_kernel, STEP_WARPS)
 
 
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,

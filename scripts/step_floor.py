@@ -16,7 +16,8 @@ GPU µs per call in a CUDA graph of 50 calls (bench_ops.graph_us), in one table:
     row stride 0        every row reads block-table row 0 (few distinct cache lines)
     no gather           max_model_len 1: every row is past it, so no block-table read
     no PDL              launched without PDL (and its prologue off)
-    32 rows / 1 warp    programs of 32 rows and 1 warp instead of 128 and 4
+    32 rows / 1 warp    programs of 32 rows and 1 warp instead of the op's
+                        (draft_step.BLOCK_R rows, STEP_WARPS warps)
 
 scripts/load_trips.py shows the trips: 1.5 loads positions (trip 1), then seq_lens and the
 block-table entry (trip 2; ptxas issues the seq_lens load after the positions arrive, so
@@ -69,8 +70,8 @@ def _cases(num_reqs):
         num_reqs, bench_ops.K + 1, torch.Generator().manual_seed(num_reqs)), "cuda")
     block_table = state["block_table"]
 
-    def raw(row_stride=None, max_model_len=state["max_model_len"], pdl=True, warps=4,
-            block=128):
+    def raw(row_stride=None, max_model_len=state["max_model_len"], pdl=True,
+            warps=draft_step.STEP_WARPS, block=draft_step.BLOCK_R):
         args = (state["positions"], block_table, state["seq_lens"],
                 state["out_clamped_positions"], state["out_slot_mapping"], num_reqs, num_reqs,
                 block_table.stride(0) if row_stride is None else row_stride,
