@@ -685,7 +685,7 @@ def empty_kernel_floor():
 
     On the H200 the first CUDA graph a process times runs empty nodes at 0.53 µs and every
     later one at 0.71, while the ops' kernels (launched with PDL) take the same first or later
-    (benchmarks/results/empty_node.txt). So the node is timed once more FLOOR_REPEATS times
+    (benchmarks/results/empty_node.txt). So the node is timed FLOOR_REPEATS more times
     after the first: ``graph_us`` is their median, the conditions every op is timed in, and
     ``graph_us_first`` the first (the floor of earlier runs, printed beside it)."""
     x = torch.zeros(1, device="cuda")
