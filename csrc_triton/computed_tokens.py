@@ -48,13 +48,11 @@ def _update_num_computed_tokens_kernel(
         all_drafts = tl.load(prev_num_draft_ptr + prev_rows, mask=prev_mask, other=0)
         all_accepted = tl.load(valid_count_ptr + prev_rows, mask=prev_mask, other=0)
         all_computed = tl.load(prev_computed_ptr + prev_rows, mask=prev_mask, other=0)
+        # A row not known picks row 0; its values are used only where the row participates.
         pick = tl.where(known, prev, 0)
         prev_drafts = tl.gather(all_drafts, pick, 0)
-        accepted = tl.gather(all_accepted, pick, 0)
-        prev_computed = tl.gather(all_computed, pick, 0)
-        prev_drafts = tl.where(known, prev_drafts, 0)
-        accepted = tl.where(known, accepted, 0).to(tl.int64)
-        prev_computed = tl.where(known, prev_computed, 0).to(tl.int64)
+        accepted = tl.gather(all_accepted, pick, 0).to(tl.int64)
+        prev_computed = tl.gather(all_computed, pick, 0).to(tl.int64)
     else:
         prev_drafts = tl.load(prev_num_draft_ptr + prev, mask=known, other=0)
         accepted = tl.load(valid_count_ptr + prev, mask=known, other=0).to(tl.int64)
@@ -69,18 +67,24 @@ def _update_num_computed_tokens_kernel(
 _update_num_computed_tokens = Launcher(_update_num_computed_tokens_kernel)
 
 
+def program_rows(num_rows):
+    """Rows per program: the whole batch, at least 128 (a power of two), up to
+    ONE_PROGRAM_ROWS rows; BLOCK_ROWS above, after a snapshot."""
+    return max(next_power_of_2(num_rows), 128) if num_rows <= ONE_PROGRAM_ROWS else BLOCK_ROWS
+
+
 def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, prev_positions,
                                       valid_sampled_token_count, prev_num_draft_tokens,
                                       cpu_num_computed_tokens, num_prev_rows):
     num_rows = prev_positions.shape[0]
+    block = program_rows(num_rows)
     if num_rows <= ONE_PROGRAM_ROWS:
-        block, prev_computed = max(next_power_of_2(num_rows), 128), num_computed_tokens
+        prev_computed, on_chip = num_computed_tokens, num_prev_rows <= block
     else:
-        block = BLOCK_ROWS
-        prev_computed = num_computed_tokens[:num_prev_rows].clone()
+        prev_computed, on_chip = num_computed_tokens[:num_prev_rows].clone(), False
     _update_num_computed_tokens(
         cdiv(num_rows, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, prev_computed, num_rows,
-         num_prev_rows, block, num_rows <= ONE_PROGRAM_ROWS and num_prev_rows <= block),
+         num_prev_rows, block, on_chip),
         num_warps=min(max(block // 32, 4), 32))

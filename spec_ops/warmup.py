@@ -24,12 +24,8 @@ from typing import Optional
 import torch
 
 from ._library import KERNELS
-from ._triton._launch import (
-    PER_REQUEST_BLOCK,
-    ROW_COLS,
-    compiled_variants,
-    next_power_of_2,
-)
+from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
+from ._triton.computed_tokens import program_rows
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +213,7 @@ def _computed_tokens(x, max_num_reqs):
     row_counts = sorted({1 << i for i in range(max_num_reqs.bit_length())} | {max_num_reqs})
     for rows in row_counts:
         prev_positions = torch.full((rows,), -1, dtype=x.dtypes["positions"], device=x.device)
-        for prev_rows in (rows, max(next_power_of_2(rows), 128) + 1):
+        for prev_rows in (rows, program_rows(rows) + 1):
             previous = [x.zeros("counts", prev_rows) for _ in range(3)]
             _call("update_num_computed_tokens_for_batch_change", previous[0],
                   x.zeros("counts", rows), prev_positions, previous[1], previous[2],

@@ -362,27 +362,31 @@ def test_overlap_is_decided_on_fake_and_meta_tensors_too():
     op_overload(op)(*replaced(args, 3, buffer[6:9]))       # adjacent, not overlapping
 
 
+def assert_batch_change_matches_reference(backend, rng, num_prev, prev):
+    """1.6 on len(prev) rows of int32 counts, a previous batch of num_prev rows, every value
+    drawn from ``rng``: the backend writes what the reference does."""
+    from reference import REFERENCES
+    num_rows = len(prev)
+
+    def ints(values):
+        return torch.tensor(values, dtype=torch.int32)
+    args = (ints([rng.randrange(5000) for _ in range(num_prev)]), ints([0] * num_rows),
+            ints(prev), ints([rng.randrange(4) for _ in range(num_prev)]),
+            ints([rng.randrange(3) for _ in range(num_prev)]),
+            ints([rng.randrange(5000) for _ in range(num_rows)]))
+    op = "update_num_computed_tokens_for_batch_change"
+    assert [t.tolist() for t in run(op, args, backend)] == REFERENCES[op](*args)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_update_num_computed_tokens_has_no_row_limit(backend):
     """More rows than one program reads (the CUDA path snapshots the rows it reads), with rows
     reading entries that other rows write."""
     import random
-
-    from reference import REFERENCES
     rng = random.Random(5)
     num_rows = 20000 if backend != "interpret" else 17000
     prev = [rng.randrange(num_rows) if rng.random() < 0.9 else -1 for _ in range(num_rows)]
-
-    def ints(values):
-        return torch.tensor(values, dtype=torch.int32)
-    args = (ints([rng.randrange(5000) for _ in range(num_rows)]),
-            ints([0] * num_rows), ints(prev), ints([rng.randrange(4) for _ in range(num_rows)]),
-            ints([rng.randrange(3) for _ in range(num_rows)]),
-            ints([rng.randrange(5000) for _ in range(num_rows)]))
-    op = "update_num_computed_tokens_for_batch_change"
-    expected = REFERENCES[op](*args)
-    from backends import run
-    assert [t.tolist() for t in run(op, args, backend)] == expected
+    assert_batch_change_matches_reference(backend, rng, num_rows, prev)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -393,22 +397,10 @@ def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_row
     (which loads it whole when it fits): rows point all over it, some read entries others
     write."""
     import random
-
-    from reference import REFERENCES
     rng = random.Random(num_prev)
     prev = [rng.choice((rng.randrange(num_rows), rng.randrange(num_prev), num_prev - 1, -1))
             for _ in range(num_rows)]
-
-    def ints(values):
-        return torch.tensor(values, dtype=torch.int32)
-    args = (ints([rng.randrange(5000) for _ in range(num_prev)]), ints([0] * num_rows),
-            ints(prev), ints([rng.randrange(4) for _ in range(num_prev)]),
-            ints([rng.randrange(3) for _ in range(num_prev)]),
-            ints([rng.randrange(5000) for _ in range(num_rows)]))
-    op = "update_num_computed_tokens_for_batch_change"
-    expected = REFERENCES[op](*args)
-    from backends import run
-    assert [t.tolist() for t in run(op, args, backend)] == expected
+    assert_batch_change_matches_reference(backend, rng, num_prev, prev)
 
 
 @pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
