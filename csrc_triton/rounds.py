@@ -15,17 +15,24 @@ request's draft steps.
 
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
+
+6.1 has a second layout for decode-sized batches (at most LANES tokens per request on
+average, from shapes): one warp holds 32 / LANES requests, LANES lanes each, and every lane
+of a request computes the request's state. Lane c reads sampled column c, writes token c of
+the first pass and draft step c. A request longer than its lanes (a chunked prefill among
+decodes) gets the rest of its tokens from the whole warp after the tile.
 """
 
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, slot_lookup, wide_chunks
+from ._indexing import request_chunks, row_value, slot_lookup, wide_chunks
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
     WIDE_CHUNK,
     Launcher,
+    cdiv,
     next_power_of_2,
     num_chunks,
     pdl_prologue,
@@ -55,6 +62,168 @@ STEP_LANES = tl.constexpr(16)
 # (2.58-3.87 us against 2.99-4.45, 1.74-2.43 against 2.18-2.62) but not at 512 or fewer, and in
 # rows of strided requests (which keep adjacent long requests apart, as 1.3, 1.4 and 1.7 do)
 # won or lost by up to 14% at 1024 requests, case by case.
+
+
+# 6.1's lanes layout: at most this many lanes per request (draft steps and sampled columns
+# included), in programs of one warp. Measured in a CUDA graph on the H200 at K = 1 / 3 / 7
+# (benchmarks/results/round_lanes.txt), 1024 decode requests took 1.31 / 1.29 / 1.47 us per
+# call against 2.07 / 2.53 / 2.81 with one program per request, one request 1.27 / 1.21 / 1.24
+# against 1.37 / 1.48 / 1.69; programs of 2 or 4 warps were 0.2-0.3 us slower.
+MAX_LANES = 32
+LANES_WARPS = 1
+LANES_PADDING_CHUNK = tl.constexpr(64)     # CUDA-graph padding entries per program and chunk
+# Requests per remainder program (one per thread): after the tile's programs, programs that
+# give a request its items past its lanes. A check at the end of the tile's programs instead
+# (a reduction over the tile, then the loop) cost 6.1 0.13-0.34 us per call at K = 1 / 3 / 7
+# on the H200, whether or not a request had such items.
+REMAINDER_REQS = tl.constexpr(32)
+# Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
+# c + SPLIT, ... of each long request's items, so one long request among short ones (the
+# batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
+# 2048-token request: 6.2 (P-EAGLE, K = 3) 14.1 us with one program per group, 7.9 with one
+# per request and chunk.
+REMAINDER_SPLIT = tl.constexpr(4)
+I64_MAX = tl.constexpr(2**63 - 1)
+
+
+def round_lanes(*counts):
+    """Lanes per request in the lanes layout, a power of two: one for each of every count's
+    items (6.1: sampled columns and draft steps; 6.3: sampled columns and queries). None where
+    that exceeds MAX_LANES."""
+    lanes = next_power_of_2(max(*counts, 1))
+    return lanes if lanes <= MAX_LANES else None
+
+
+def lanes_grid(num_reqs, reqs):
+    """The lanes layout's programs: the tile's (``reqs`` requests each), then the remainder's
+    (REMAINDER_SPLIT per REMAINDER_REQS requests); at least one tile program."""
+    return (cdiv(max(num_reqs, 1), reqs)
+            + REMAINDER_SPLIT.value * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
+
+
+# 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
+# (K >= 7): below both, their per-request layout was faster. H200, CUDA graph, µs per call at
+# R = 1 / 64 / 256 / 1024 (scripts/sweep_round_layouts.py, benchmarks/results/round_lanes.txt):
+# 6.2 for P-EAGLE at K = 3 1.43 / 1.62 / 2.00 / 2.47 per request against 1.71 / 1.78 / 1.77 /
+# 1.91 in lanes, at K = 7 1.73 / 1.93 / 2.28 / 2.91 against 1.67 / 1.74 / 1.76 / 1.99; 6.3 at
+# K = 1 1.20 / 1.27 / 1.43 / 1.82 against 1.32 / 1.34 / 1.37 / 1.42. 6.1 takes it at any size
+# (1.20-1.34 us against 1.36-1.94 at R <= 256).
+LANES_MIN_REQS = 256
+LANES_MIN_COLS = 8
+
+
+def lanes_pay(num_reqs, num_cols):
+    """Whether 6.2 and 6.3 take the lanes layout for a decode-sized batch (LANES_MIN_REQS)."""
+    return num_reqs >= LANES_MIN_REQS or num_cols >= LANES_MIN_COLS
+
+
+def closed_form_steps(max_model_len, num_steps):
+    """Whether the lanes layout's draft steps are exact for this max_model_len: a position
+    wraps at most once in num_steps steps, and seq_len + num_steps cannot overflow
+    (_lane_steps)."""
+    return num_steps < max_model_len <= 2**63 - 1 - num_steps
+
+
+def decode_sized(num_tokens, num_reqs, lanes):
+    """Whether a batch takes the lanes layout: at most ``lanes`` tokens per request on average
+    (from shapes only)."""
+    return lanes is not None and num_tokens <= max(num_reqs, 1) * lanes
+
+
+@triton.jit
+def _lane_request_state(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                        cu_num_draft_ptr, query_start_loc_ptr, req, lane, is_request,
+                        vocab_size, NUM_COLS: tl.constexpr):
+    """_request_state in the lanes layout ([requests, LANES], each lane holding its request's
+    values): lane c reads sampled column c and the request's lanes combine theirs (1.1: the
+    count of valid columns, the last valid one's token), so a request's first round trip is
+    one load per lane, not NUM_COLS (with 8 columns ptxas left the query_start_loc read for
+    after the columns' arithmetic: a fourth round trip)."""
+    discard = tl.load(discard_ptr + req, mask=is_request, other=0) != 0
+    backup = tl.load(backup_ptr + req, mask=is_request, other=0).to(tl.int64)
+    cu = tl.load(cu_num_draft_ptr + req, mask=is_request, other=0).to(tl.int64)
+    cu_prev = tl.load(cu_num_draft_ptr + req - 1, mask=is_request & (req > 0),
+                      other=0).to(tl.int64)
+    query_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    token = tl.load(sampled_ptr + req * sampled_row_stride + lane,
+                    mask=is_request & (lane < NUM_COLS), other=-1)
+    valid = (token >= 0) & (token < vocab_size) & ~discard
+    count = tl.sum(valid.to(tl.int32), axis=1)[:, None].to(tl.int64)
+    last_col = tl.max(tl.where(valid, lane, -1), axis=1)[:, None]
+    picked = tl.sum(tl.where(lane == last_col, token, 0), axis=1)[:, None].to(tl.int64)
+    num_drafts = cu - cu_prev
+    rejected = tl.where(num_drafts > 0, num_drafts + 1 - count, 0)
+    return (tl.where(last_col >= 0, picked, backup), count, query_end - 1 - rejected,
+            rejected)
+
+
+@triton.jit
+def _lane_steps(position, seq_len, max_model_len, step):
+    """5.2's step ``step`` (each lane's) from (position, seq_len): (position, seq_len, over),
+    as 1.5 applied step + 1 times. With max_model_len > num_steps a position wraps at most
+    once, so the steps have a closed form: a lane's values take a few operations, not a loop
+    over the steps before it. Exact for max_model_len in (num_steps, 2^63 - num_steps]
+    (closed_form_steps); other batches take the per-request layout."""
+    n = step + 1
+    # The first step at which the position reaches max_model_len, k (if any is <= n):
+    # compared without forming position + n, which may overflow.
+    first_over = position + 1 >= max_model_len
+    wrapped = first_over | ((position < max_model_len - 1) & (position >= max_model_len - n))
+    k = tl.where(first_over, 1, max_model_len - position)
+    # Before it, 1.5 caps seq_len at max_model_len once (an int64 seq_len of 2^63 - 1
+    # overflows on its first step and is never capped); at it, position 0 and seq_len 1.
+    capped = (seq_len >= max_model_len) & (seq_len != I64_MAX)
+    new_seq_len = tl.where(capped, max_model_len, tl.minimum(seq_len + n, max_model_len))
+    return (tl.where(wrapped, n - k, position + n), tl.where(wrapped, n - k + 1, new_seq_len),
+            wrapped & (n == k))
+
+
+@triton.jit
+def _lane_requests(row, lane, REQS: tl.constexpr):
+    """The lanes layout's [REQS, LANES] tile of request indices: this program's requests
+    p * REQS + row, each across its lanes. (Triton then gives the loads of per-request arrays a
+    layout of their own and shuffles values into the lanes' layout: hiding the rows'
+    contiguity from it removed the shuffles and cost 0.02-0.07 us per call on the H200.)"""
+    return tl.program_id(0).to(tl.int64) * REQS + row + tl.zeros_like(lane)
+
+
+@triton.jit
+def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, REQS: tl.constexpr,
+                        LANES: tl.constexpr):
+    """A remainder program's REMAINDER_REQS requests g, g + G, g + 2G, ... of its group g
+    (int64; strided, as row_group's, so that adjacent long requests land in different groups),
+    which of them have items past their lanes, and the program's place among its group's
+    REMAINDER_SPLIT: ([requests], rest, stop, whether, first chunk start, chunk step), the
+    items [rest, stop) of the items j in [0, qsl[r+1] - qsl[r] + added) stored at
+    qsl[r] + r * added + j in a buffer of num_items (request_chunks' bounds)."""
+    tiles = _tile_programs(num_reqs, REQS)
+    program = tl.program_id(0) - tiles
+    num_groups = (tl.num_programs(0) - tiles) // REMAINDER_SPLIT
+    req = ((program // REMAINDER_SPLIT).to(tl.int64)
+           + tl.arange(0, REMAINDER_REQS).to(tl.int64) * num_groups)
+    is_request = req < num_reqs
+    query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+    query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+    start = query_start + req * added
+    stop = tl.where(is_request, tl.minimum(query_next - query_start + added, num_items - start),
+                    0)
+    rest = tl.maximum(tl.maximum(-start, 0), LANES)
+    return (req, rest, stop, rest < stop, (program % REMAINDER_SPLIT).to(tl.int64) * WIDE_CHUNK,
+            REMAINDER_SPLIT * WIDE_CHUNK)
+
+
+@triton.jit
+def _take_first(pending):
+    """(the first request ``pending`` marks as a one-hot mask, ``pending`` without it)."""
+    index = tl.arange(0, REMAINDER_REQS)
+    first = index == tl.min(tl.where(pending, index, REMAINDER_REQS))
+    return first, pending & ~first
+
+
+@triton.jit
+def _tile_programs(num_reqs, REQS: tl.constexpr):
+    """Programs of the lanes layout's tile: REQS requests each, at least one."""
+    return (tl.maximum(num_reqs, 1) + REQS - 1) // REQS
 
 
 @triton.jit
@@ -254,6 +423,110 @@ def _prepare_eagle_round_kernel(
 
 
 @spec_kernel
+def _prepare_eagle_round_lanes_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride (W <= LANES)
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_token_ids_ptr,        # [T]
+    target_positions_ptr,        # [T]
+    target_slot_mapping_ptr,     # [T]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    token_indices_ptr,           # [>= R] out
+    out_input_ids_ptr,           # [>= T] out
+    out_positions_ptr,           # [>= T] out
+    out_slot_mapping_ptr,        # [>= num_input_tokens] out
+    out_step_positions_ptr,      # [>= num_steps, >= R] out, row stride step_positions_stride
+    out_step_slot_mapping_ptr,   # [>= num_steps, >= input_batch_size] out
+    out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
+    num_reqs: tl.int64, num_tokens: tl.int64, num_input_tokens: tl.int64,
+    input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
+    step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, REQS: tl.constexpr,
+    LANES: tl.constexpr, PDL: tl.constexpr,
+):
+    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
+    # c of request r: sampled column c, first-pass token qsl[r] + c, draft step c; lane 0 the
+    # per-request outputs. Programs P + q: the tokens past their lanes of requests,
+    # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
+    pdl_prologue(PDL)
+    if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+        lane = tl.arange(0, LANES)[None, :]
+        row = tl.arange(0, REQS)[:, None]
+        req = _lane_requests(row, lane, REQS)
+        is_request = req < num_reqs
+        next_token, count, last, rejected = _lane_request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
+        query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+        query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+        # As in the per-request kernel: a discarded row with drafts may point in front of the
+        # batch, read as position 0.
+        position = tl.load(target_positions_ptr + last,
+                           mask=is_request & (last >= 0) & (last < num_tokens),
+                           other=0).to(tl.int64)
+        live = is_request & (lane < num_steps)
+        step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
+                                                        lane.to(tl.int64))
+        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           step_position, live & ~over, BLOCK_SIZE)
+        # The request's tokens j in [first, stop) (request_chunks' bounds), the first LANES
+        # here.
+        first = tl.maximum(-query_start, 0)
+        stop = tl.where(is_request,
+                        tl.minimum(query_next - query_start, num_tokens - query_start), 0)
+        _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
+                          out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
+                          query_start + lane, (lane >= first) & (lane < stop), last, next_token,
+                          num_tokens)
+        head = is_request & (lane == 0)
+        tl.store(next_token_ptr + req, next_token, mask=head)
+        tl.store(valid_count_ptr + req, count, mask=head)
+        tl.store(token_indices_ptr + req, last, mask=head)
+        step = lane.to(tl.int64)
+        tl.store(out_step_positions_ptr + step * step_positions_stride + req, step_position,
+                 mask=live)
+        tl.store(out_step_seq_lens_ptr + step * step_seq_lens_stride + req, step_seq_len, mask=live)
+        tl.store(out_step_slot_mapping_ptr + step * step_slot_mapping_stride + req,
+                 tl.where(over, -1, slot), mask=live)
+        _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens,
+                      LANES_PADDING_CHUNK)
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
+    else:
+        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_tokens, 0, REQS, LANES)
+        _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens,
+                      LANES_PADDING_CHUNK)
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
+        while tl.max(pending.to(tl.int32)) > 0:
+            mine, pending = _take_first(pending)
+            request = row_value(requests, mine)
+            request_rest = row_value(rest, mine)
+            request_stop = row_value(stop_at, mine)
+            next_token, count, last, rejected = _request_state(
+                sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                cu_num_draft_ptr, query_start_loc_ptr, request, request < num_reqs,
+                vocab_size, NUM_COLS)
+            query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
+            for chunk_start in range(request_rest + offset, request_stop, stride):
+                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                _eagle_first_pass(target_token_ids_ptr, target_positions_ptr,
+                                  target_slot_mapping_ptr, out_input_ids_ptr,
+                                  out_positions_ptr, out_slot_mapping_ptr,
+                                  query_start + j, j < request_stop, last, next_token,
+                                  num_tokens)
+
+
+@spec_kernel
 def _prepare_parallel_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
     discard_ptr,                 # [R] bool
@@ -350,6 +623,138 @@ def _prepare_parallel_round_kernel(
 
 
 @spec_kernel
+def _prepare_parallel_round_lanes_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride (W <= LANES)
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_token_ids_ptr,        # [T]
+    target_positions_ptr,        # [T]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    out_input_ids_ptr,           # [>= F] out
+    out_positions_ptr,           # [>= F] out
+    out_masked_ptr,              # [>= F] bool out
+    out_new_token_indices_ptr,   # [>= R * S] out
+    out_hidden_state_mapping_ptr,  # [>= T] out (shift only)
+    out_slot_mapping_ptr,        # [>= num_input_tokens] out
+    out_query_start_loc_ptr,     # [>= R + 1] out
+    out_seq_lens_ptr,            # [>= R] out
+    out_step_positions_ptr,      # [>= num_steps, >= R] out, row stride step_positions_stride
+    out_step_slot_mapping_ptr,   # [>= num_steps, >= input_batch_size] out
+    out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
+    num_reqs: tl.int64, num_tokens: tl.int64, num_first_pass: tl.int64,
+    num_input_tokens: tl.int64, input_batch_size: tl.int64, sampled_row_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_padding_slots: tl.int64, max_model_len: tl.int64, num_steps: tl.int64,
+    step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
+    step_seq_lens_stride: tl.int64,
+    NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    REQS: tl.constexpr, LANES: tl.constexpr, PDL: tl.constexpr,
+):
+    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
+    # c of request r: sampled column c, first-pass entry out_start + c, draft step c; lane 0
+    # the per-request outputs. Programs P + q: the entries past their lanes of requests,
+    # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
+    pdl_prologue(PDL)
+    if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+        lane = tl.arange(0, LANES)[None, :]
+        row = tl.arange(0, REQS)[:, None]
+        req = _lane_requests(row, lane, REQS)
+        is_request = req < num_reqs
+        next_token, count, last, rejected = _lane_request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
+        query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+        query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+        num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
+        is_first = (req == 0) & (lane == 0)
+        batch_end = tl.load(query_start_loc_ptr + num_reqs + tl.zeros_like(req), mask=is_first,
+                            other=0).to(tl.int64)
+        first_position = tl.load(target_positions_ptr + query_start,
+                                 mask=is_request & (query_start >= 0) & (query_start < num_tokens),
+                                 other=0).to(tl.int64)
+        # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
+        live = is_request & (lane < num_steps)
+        step_position, step_seq_len, over = _lane_steps(
+            first_position + last - query_start + 1, seq_len - rejected, max_model_len,
+            lane.to(tl.int64))
+        step_slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                                step_position, live & ~over, BLOCK_SIZE)
+        # The request's entries j in [first, stop) (request_chunks' bounds), the first LANES here.
+        out_start = query_start + req * num_new
+        num_valid = last - query_start + (0 if SHIFT else 1)
+        first = tl.maximum(-out_start, 0)
+        stop = tl.where(is_request, tl.minimum(query_next - query_start + num_new,
+                                               num_first_pass - out_start), 0)
+        _parallel_first_pass(
+            target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+            out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
+            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, lane.to(tl.int64),
+            (lane >= first) & (lane < stop), req, out_start, query_start, query_next, num_valid,
+            next_token, first_position, num_tokens, padding_token_id, parallel_drafting_token_id,
+            num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
+        head = is_request & (lane == 0)
+        tl.store(next_token_ptr + req, next_token, mask=head)
+        tl.store(valid_count_ptr + req, count, mask=head)
+        tl.store(out_query_start_loc_ptr + req, out_start, mask=head)
+        tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
+        tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req),
+                 batch_end + num_reqs * num_new, mask=is_first)
+        step = lane.to(tl.int64)
+        tl.store(out_step_positions_ptr + step * step_positions_stride + req, step_position,
+                 mask=live)
+        tl.store(out_step_seq_lens_ptr + step * step_seq_lens_stride + req, step_seq_len, mask=live)
+        tl.store(out_step_slot_mapping_ptr + step * step_slot_mapping_stride + req,
+                 tl.where(over, -1, step_slot), mask=live)
+        _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
+                      LANES_PADDING_CHUNK)
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
+    else:
+        num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
+        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES)
+        _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
+                      LANES_PADDING_CHUNK)
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
+        while tl.max(pending.to(tl.int32)) > 0:
+            mine, pending = _take_first(pending)
+            request = row_value(requests, mine)
+            request_rest = row_value(rest, mine)
+            request_stop = row_value(stop_at, mine)
+            next_token, count, last, rejected = _request_state(
+                sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                cu_num_draft_ptr, query_start_loc_ptr, request, request < num_reqs,
+                vocab_size, NUM_COLS)
+            query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
+            query_next = tl.load(query_start_loc_ptr + request + 1).to(tl.int64)
+            first_position = tl.load(
+                target_positions_ptr + query_start,
+                mask=(query_start >= 0) & (query_start < num_tokens),
+                other=0).to(tl.int64)
+            for chunk_start in range(request_rest + offset, request_stop, stride):
+                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                _parallel_first_pass(
+                    target_token_ids_ptr, block_table_ptr, block_table_row_stride,
+                    num_block_cols, out_input_ids_ptr, out_positions_ptr,
+                    out_masked_ptr, out_slot_mapping_ptr, out_new_token_indices_ptr,
+                    out_hidden_state_mapping_ptr, j, j < request_stop, request,
+                    query_start + request * num_new, query_start, query_next,
+                    last - query_start + (0 if SHIFT else 1), next_token,
+                    first_position, num_tokens, padding_token_id,
+                    parallel_drafting_token_id, num_padding_slots, max_model_len,
+                    SHIFT, BLOCK_SIZE)
+
+
+
+@spec_kernel
 def _prepare_dflash_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
     discard_ptr,                 # [R] bool
@@ -429,9 +834,110 @@ def _prepare_dflash_round_kernel(
     _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens, BLOCK)
 
 
+@spec_kernel
+def _prepare_dflash_round_lanes_kernel(
+    sampled_ptr,                 # [R, W], row stride sampled_row_stride (W <= LANES)
+    discard_ptr,                 # [R] bool
+    backup_ptr,                  # [R]
+    cu_num_draft_ptr,            # [R] inclusive cumsum
+    query_start_loc_ptr,         # [R + 1]
+    target_positions_ptr,        # [C]
+    block_table_ptr,             # [>= R, n_cols], row stride block_table_row_stride
+    seq_lens_ptr,                # [>= R]
+    next_token_ptr,              # [>= R] out
+    valid_count_ptr,             # [>= R] out
+    out_input_ids_ptr,           # [>= R * Q] out
+    out_context_positions_ptr,   # [>= C] out
+    out_query_positions_ptr,     # [>= R * Q] out
+    out_context_slot_ptr,        # [>= C] out
+    out_query_slot_ptr,          # [>= num_input_tokens] out
+    out_token_indices_ptr,       # [>= R * K] out
+    out_query_start_loc_ptr,     # [>= R + 1] out
+    out_seq_lens_ptr,            # [>= R] out
+    num_reqs: tl.int64, num_context: tl.int64, num_input_tokens: tl.int64,
+    sampled_row_stride: tl.int64, block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
+    num_speculative_tokens: tl.int64,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, REQS: tl.constexpr,
+    LANES: tl.constexpr, PDL: tl.constexpr,
+):
+    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (Q <= LANES). Lane c of
+    # request r: sampled column c, context token qsl[r] + c, query c; lane 0 the per-request
+    # outputs. Programs P + q: the context tokens past their lanes of requests,
+    # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
+    pdl_prologue(PDL)
+    if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+        lane = tl.arange(0, LANES)[None, :]
+        row = tl.arange(0, REQS)[:, None]
+        req = _lane_requests(row, lane, REQS)
+        is_request = req < num_reqs
+        next_token, count, last, rejected = _lane_request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
+        num_query = num_speculative_tokens + 1
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
+        context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
+        context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
+                              other=0).to(tl.int64)
+        # The request's context tokens j in [first, stop), as in the per-request kernel; the first
+        # LANES here.
+        first = tl.maximum(-context_start, 0)
+        stop = tl.where(is_request, tl.minimum(context_end - context_start,
+                                               num_context - context_start), 0)
+        owned = (lane >= first) & (lane < stop)
+        # 1.4's queries after the last valid position; outside the batch it reads as 0.
+        last_position = tl.load(target_positions_ptr + last,
+                                mask=is_request & (last >= 0) & (last < num_context),
+                                other=0).to(tl.int64)
+        context_position, context_slot = context_slots(
+            target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols, req,
+            context_start + lane, owned, BLOCK_SIZE)
+        is_query = is_request & (lane < num_query)
+        query_position = last_position + 1 + lane
+        query_slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                                 query_position, is_query, BLOCK_SIZE)
+
+        tl.store(out_context_positions_ptr + context_start + lane, context_position, mask=owned)
+        tl.store(out_context_slot_ptr + context_start + lane, context_slot, mask=owned)
+        store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                      out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
+                      num_speculative_tokens, lane, is_query, req * num_query + lane,
+                      query_position, query_slot)
+        head = is_request & (lane == 0)
+        tl.store(next_token_ptr + req, next_token, mask=head)
+        tl.store(valid_count_ptr + req, count, mask=head)
+        tl.store(out_query_start_loc_ptr + req, req * num_query, mask=head)
+        tl.store(out_seq_lens_ptr + req, seq_len + num_query, mask=head)
+        tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req), num_reqs * num_query,
+                 mask=(req == 0) & (lane == 0))
+        _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens,
+                      LANES_PADDING_CHUNK)
+    else:
+        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_context, 0, REQS, LANES)
+        _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * (num_speculative_tokens + 1),
+                      num_input_tokens, LANES_PADDING_CHUNK)
+        while tl.max(pending.to(tl.int32)) > 0:
+            mine, pending = _take_first(pending)
+            request = row_value(requests, mine)
+            request_stop = row_value(stop_at, mine)
+            context_start = tl.load(query_start_loc_ptr + request,
+                                    mask=request < num_reqs, other=0).to(tl.int64)
+            for chunk_start in range(row_value(rest, mine) + offset, request_stop, stride):
+                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                context_tokens(target_positions_ptr, out_context_positions_ptr,
+                               out_context_slot_ptr, block_table_ptr,
+                               block_table_row_stride, num_block_cols, request,
+                               context_start + j, j < request_stop, BLOCK_SIZE)
+
+
+
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
+_prepare_eagle_round_lanes = Launcher(_prepare_eagle_round_lanes_kernel, LANES_WARPS)
 _prepare_parallel_round = Launcher(_prepare_parallel_round_kernel, PARALLEL_ROUND_WARPS)
+_prepare_parallel_round_lanes = Launcher(_prepare_parallel_round_lanes_kernel, LANES_WARPS)
 _prepare_dflash_round = Launcher(_prepare_dflash_round_kernel, PER_REQUEST_WARPS)
+_prepare_dflash_round_lanes = Launcher(_prepare_dflash_round_lanes_kernel, LANES_WARPS)
 
 
 def launch_prepare_eagle_round(
@@ -443,18 +949,22 @@ def launch_prepare_eagle_round(
         num_steps, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
     num_tokens = target_token_ids.shape[0]
-    _prepare_eagle_round(
-        max(num_reqs, 1),
-        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
-         query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
-         seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
-         out_input_ids, out_positions, out_slot_mapping, out_step_positions,
-         out_step_slot_mapping, out_step_seq_lens, num_reqs, num_tokens, num_input_tokens,
-         input_batch_size, sampled_token_ids.stride()[0], block_table.stride()[0],
-         block_table.shape[1], vocab_size, max_model_len, num_steps,
-         out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-         out_step_seq_lens.stride()[0], num_cols, block_size, PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_tokens, num_reqs))
+    args = (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
+            query_start_loc, target_token_ids, target_positions, target_slot_mapping,
+            block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
+            token_indices_to_sample, out_input_ids, out_positions, out_slot_mapping,
+            out_step_positions, out_step_slot_mapping, out_step_seq_lens, num_reqs, num_tokens,
+            num_input_tokens, input_batch_size, sampled_token_ids.stride()[0],
+            block_table.stride()[0], block_table.shape[1], vocab_size, max_model_len,
+            num_steps, out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
+            out_step_seq_lens.stride()[0], num_cols, block_size)
+    lanes = round_lanes(num_cols, num_steps)
+    if decode_sized(num_tokens, num_reqs, lanes) and closed_form_steps(max_model_len, num_steps):
+        reqs = 32 * LANES_WARPS // lanes
+        _prepare_eagle_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        return
+    _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
+                         grid_y=num_chunks(num_tokens, num_reqs))
 
 
 def launch_prepare_parallel_round(
@@ -467,21 +977,28 @@ def launch_prepare_parallel_round(
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids, block_size,
         max_model_len, num_steps, num_first_pass, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
-    _prepare_parallel_round(
-        max(num_reqs, 1),
-        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
-         query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
-         next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
-         out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
-         out_slot_mapping, out_query_start_loc, out_seq_lens, out_step_positions,
-         out_step_slot_mapping, out_step_seq_lens, num_reqs, target_token_ids.shape[0],
-         num_first_pass, num_input_tokens, input_batch_size, sampled_token_ids.stride()[0],
-         block_table.stride()[0], block_table.shape[1], vocab_size, padding_token_id,
-         parallel_drafting_token_id, num_padding_slots_per_request, max_model_len, num_steps,
-         out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-         out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size,
-         PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_first_pass, num_reqs))
+    args = (sampled_token_ids, discard_request_mask, backup_next_token_ids,
+            cu_num_draft_tokens, query_start_loc, target_token_ids, target_positions,
+            block_table, seq_lens, next_token_ids, valid_sampled_tokens_count, out_input_ids,
+            out_positions, out_is_masked_token_mask, out_new_token_indices,
+            out_hidden_state_mapping, out_slot_mapping, out_query_start_loc, out_seq_lens,
+            out_step_positions, out_step_slot_mapping, out_step_seq_lens, num_reqs,
+            target_token_ids.shape[0], num_first_pass, num_input_tokens, input_batch_size,
+            sampled_token_ids.stride()[0], block_table.stride()[0], block_table.shape[1],
+            vocab_size, padding_token_id, parallel_drafting_token_id,
+            num_padding_slots_per_request, max_model_len, num_steps,
+            out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
+            out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size)
+    # A decode request's entries: its W tokens and the N the round adds.
+    num_new = num_padding_slots_per_request - (1 if shift_input_ids else 0)
+    lanes = round_lanes(num_cols + num_new, num_steps)
+    if (decode_sized(num_first_pass, num_reqs, lanes) and lanes_pay(num_reqs, num_cols)
+            and closed_form_steps(max_model_len, num_steps)):
+        reqs = 32 * LANES_WARPS // lanes
+        _prepare_parallel_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        return
+    _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
+                            grid_y=num_chunks(num_first_pass, num_reqs))
 
 
 def launch_prepare_dflash_round(
@@ -493,14 +1010,20 @@ def launch_prepare_dflash_round(
         num_speculative_tokens, num_input_tokens):
     num_reqs, num_cols = sampled_token_ids.shape
     num_context = target_positions.shape[0]
-    _prepare_dflash_round(
-        max(num_reqs, 1),
-        (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
-         query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
-         valid_sampled_tokens_count, out_input_ids, out_context_positions,
-         out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
-         out_token_indices, out_query_start_loc, out_seq_lens, num_reqs, num_context,
-         num_input_tokens, sampled_token_ids.stride()[0], block_table.stride()[0],
-         block_table.shape[1], vocab_size, parallel_drafting_token_id, num_speculative_tokens,
-         num_cols, block_size, next_power_of_2(num_speculative_tokens + 1), PER_REQUEST_BLOCK),
-        grid_y=num_chunks(num_context, num_reqs))
+    args = (sampled_token_ids, discard_request_mask, backup_next_token_ids,
+            cu_num_draft_tokens, query_start_loc, target_positions, block_table, seq_lens,
+            next_token_ids, valid_sampled_tokens_count, out_input_ids, out_context_positions,
+            out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
+            out_token_indices, out_query_start_loc, out_seq_lens, num_reqs, num_context,
+            num_input_tokens, sampled_token_ids.stride()[0], block_table.stride()[0],
+            block_table.shape[1], vocab_size, parallel_drafting_token_id,
+            num_speculative_tokens, num_cols, block_size)
+    lanes = round_lanes(num_cols, num_speculative_tokens + 1)
+    if decode_sized(num_context, num_reqs, lanes) and lanes_pay(num_reqs, num_cols):
+        reqs = 32 * LANES_WARPS // lanes
+        _prepare_dflash_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        return
+    _prepare_dflash_round(max(num_reqs, 1),
+                          (*args, next_power_of_2(num_speculative_tokens + 1),
+                           PER_REQUEST_BLOCK),
+                          grid_y=num_chunks(num_context, num_reqs))

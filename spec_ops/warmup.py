@@ -26,6 +26,7 @@ import torch
 from ._library import KERNELS
 from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
 from ._triton.computed_tokens import program_rows
+from ._triton.rounds import LANES_MIN_REQS, round_lanes
 
 logger = logging.getLogger(__name__)
 
@@ -221,51 +222,107 @@ def _computed_tokens(x, max_num_reqs):
     return 2 * len(row_counts)
 
 
-def _step_outs(x, num_steps):
+def _round_batches(x, width, lanes, max_num_reqs):
+    """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (the
+    lanes layout where the request fits its lanes), a request longer than its lanes (the
+    per-request layout: a chunked prefill), and, where the engine schedules that many, a
+    decode batch of LANES_MIN_REQS requests (6.2's and 6.3's lanes layout)."""
+    shapes = {(1, width), (1, (lanes or 0) + 1)}
+    if lanes is not None and max_num_reqs >= LANES_MIN_REQS:
+        shapes.add((LANES_MIN_REQS, width))
+    return sorted(shapes)
+
+
+def _round_inputs(x, width, num_reqs, num_tokens):
+    """6.0's inputs for ``num_reqs`` requests of ``num_tokens`` tokens, ``width`` - 1 drafts
+    each, all accepted: (sampled_token_ids, discard_request_mask, backup_next_token_ids,
+    cu_num_draft_tokens, query_start_loc), (target_token_ids, target_positions, seq_lens),
+    block_table."""
+    total = num_reqs * num_tokens
+    verified = (x.tensor("token_ids", [[1] * width] * num_reqs), x.zeros("mask", num_reqs),
+                x.tensor("token_ids", [1] * num_reqs),
+                x.tensor("counts", [(width - 1) * (r + 1) for r in range(num_reqs)]),
+                x.tensor("counts", [num_tokens * r for r in range(num_reqs + 1)]))
+    target = (x.tensor("token_ids", [1] * total),
+              x.tensor("positions", list(range(num_tokens)) * num_reqs),
+              x.tensor("counts", [num_tokens] * num_reqs))
+    return verified, target, x.zeros("block_table", num_reqs, x.num_block_cols)
+
+
+def _step_outs(x, num_steps, num_reqs):
     rows = max(num_steps, 1)
-    return (x.zeros("positions", rows, 1), x.zeros("slot_mapping", rows, 1),
-            x.zeros("counts", rows, 1))
+    return (x.zeros("positions", rows, num_reqs), x.zeros("slot_mapping", rows, num_reqs),
+            x.zeros("counts", rows, num_reqs))
 
 
 @_warms("prepare_eagle_round")
 def _eagle_round(x, max_num_reqs):
+    """Both layouts at both widths (_round_batches)."""
     num_steps = x.k - 1
+    calls = 0
     for width in x.widths:
-        token_ids, positions, seq_lens = x.target(width)
-        _call("prepare_eagle_round", *x.verified(width), token_ids, positions,
-              x.tensor("slot_mapping", list(range(width))), x.block_table(), seq_lens,
-              x.out("token_ids"), x.out("counts"), x.out("counts"), x.out("token_ids"),
-              x.out("positions"), x.out("slot_mapping"), *_step_outs(x, num_steps),
-              x.vocab_size, x.block_size, x.max_model_len, num_steps)
-    return len(x.widths)
+        for num_reqs, num_tokens in _round_batches(x, width, round_lanes(width, num_steps),
+                                                   max_num_reqs):
+            verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
+                x, width, num_reqs, num_tokens)
+            total = num_reqs * num_tokens
+            _call("prepare_eagle_round", *verified, token_ids, positions,
+                  x.zeros("slot_mapping", total), block_table, seq_lens,
+                  x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
+                  x.zeros("counts", num_reqs), x.zeros("token_ids", total),
+                  x.zeros("positions", total), x.zeros("slot_mapping", total),
+                  *_step_outs(x, num_steps, num_reqs), x.vocab_size, x.block_size,
+                  x.max_model_len, num_steps)
+            calls += 1
+    return calls
 
 
 @_warms("prepare_parallel_round")
 def _parallel_round(x, max_num_reqs):
-    # Draft steps need S = 1 without shift (the draft model); the steps' count is no constexpr.
-    variants = list(itertools.product(x.widths, (False, True)))
-    for width, shift in variants:
-        token_ids, positions, seq_lens = x.target(width)
+    """Both shifts, both layouts at both widths (_round_batches). Draft steps need S = 1
+    without shift (the draft model); the steps' count is no constexpr."""
+    calls = 0
+    for width, shift in itertools.product(x.widths, (False, True)):
         num_slots, num_steps = (x.k, 0) if shift else (1, x.k - 1)
-        _call("prepare_parallel_round", *x.verified(width), token_ids, positions,
-              x.block_table(), seq_lens, x.out("token_ids"), x.out("counts"),
-              x.out("token_ids"), x.out("positions"), x.out("mask"), x.out("counts"),
-              x.out("counts"), x.out("slot_mapping"), x.out("counts"), x.out("counts"),
-              *_step_outs(x, num_steps), x.vocab_size, 0, 0, num_slots, shift, x.block_size,
-              x.max_model_len, num_steps)
-    return len(variants)
+        num_new = num_slots - (1 if shift else 0)
+        lanes = round_lanes(width + num_new, num_steps)
+        for num_reqs, num_tokens in _round_batches(x, width, lanes, max_num_reqs):
+            verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
+                x, width, num_reqs, num_tokens)
+            first_pass = num_reqs * (num_tokens + num_new)
+            _call("prepare_parallel_round", *verified, token_ids, positions, block_table,
+                  seq_lens, x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
+                  x.zeros("token_ids", first_pass), x.zeros("positions", first_pass),
+                  x.zeros("mask", first_pass), x.zeros("counts", num_reqs * num_slots),
+                  x.zeros("counts", num_reqs * num_tokens),
+                  x.zeros("slot_mapping", first_pass), x.zeros("counts", num_reqs + 1),
+                  x.zeros("counts", num_reqs), *_step_outs(x, num_steps, num_reqs),
+                  x.vocab_size, 0, 0, num_slots, shift, x.block_size, x.max_model_len,
+                  num_steps)
+            calls += 1
+    return calls
 
 
 @_warms("prepare_dflash_round")
 def _dflash_round(x, max_num_reqs):
+    """Both layouts at both widths (_round_batches)."""
+    num_query = x.k + 1
+    calls = 0
     for width in x.widths:
-        _, positions, seq_lens = x.target(width)
-        _call("prepare_dflash_round", *x.verified(width), positions, x.block_table(),
-              seq_lens, x.out("token_ids"), x.out("counts"), x.out("token_ids"),
-              x.out("positions"), x.out("positions"), x.out("slot_mapping"),
-              x.out("slot_mapping"), x.out("counts"), x.out("counts"), x.out("counts"),
-              x.vocab_size, 0, x.block_size, x.k)
-    return len(x.widths)
+        for num_reqs, num_tokens in _round_batches(x, width, round_lanes(width, num_query),
+                                                   max_num_reqs):
+            verified, (_, positions, seq_lens), block_table = _round_inputs(
+                x, width, num_reqs, num_tokens)
+            total, queries = num_reqs * num_tokens, num_reqs * num_query
+            _call("prepare_dflash_round", *verified, positions, block_table, seq_lens,
+                  x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
+                  x.zeros("token_ids", queries), x.zeros("positions", total),
+                  x.zeros("positions", queries), x.zeros("slot_mapping", total),
+                  x.zeros("slot_mapping", queries), x.zeros("counts", num_reqs * x.k),
+                  x.zeros("counts", num_reqs + 1), x.zeros("counts", num_reqs), x.vocab_size,
+                  0, x.block_size, x.k)
+            calls += 1
+    return calls
 
 
 def warmup(device, *, vocab_size, block_size, num_speculative_tokens, max_model_len,

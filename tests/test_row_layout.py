@@ -3,16 +3,22 @@ garbage query_start_loc values, which no check can see without reading the devic
 nothing outside its out buffers, and 1.7's row layout writes what the per-request layout
 writes wherever one request owns an entry. Then valid batches whose long requests share a
 program, with remainders past the tile longer than a loop iteration: the row layout writes
-what the per-request layout writes. (Valid inputs take either layout in the property tests.)"""
+what the per-request layout writes. (Valid inputs take either layout in the property tests.)
+Last, the lanes layout of 6.1 and 6.3 against their per-request layout and the CPU kernel,
+with chunked prefills among decodes, and 6.1's draft steps from int64 extremes."""
 
+import contextlib
 import random
 from unittest import mock
 
 import pytest
 import torch
+import triton.language as tl
 
-from backends import HAS_CUDA
-from spec_ops._triton import dflash, expand
+from backends import HAS_CUDA, TRITON, run
+from round_sequences import engine_batch
+from samples import sample
+from spec_ops._triton import dflash, expand, rounds
 from spec_ops._triton._launch import ROW_COLS
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
@@ -202,3 +208,81 @@ def test_dflash_rows_equal_per_request_with_long_requests(with_rejected):
             next_token_ids, positions, *outs, block_table, starts,
             rejected if with_rejected else None, 1001, 16, num_query, num_query - 1),
         [(size, torch.int64) for size in sizes])
+
+
+# --- the lanes layout of 6.1 and 6.3 -----------------------------------------------------------
+
+EAGLE = "prepare_eagle_round"
+I64_MAX = 2**63 - 1
+
+
+def round_layouts():
+    """The round ops' two layouts, each forced at any batch size: (name, patches of the
+    choice)."""
+    return [("per request", [mock.patch.object(rounds, "decode_sized", lambda *args: False)]),
+            ("lanes", [mock.patch.object(rounds, "decode_sized",
+                                         lambda num_tokens, num_reqs, lanes: lanes is not None),
+                       mock.patch.object(rounds, "lanes_pay", lambda *args: True)])]
+
+
+def assert_layouts_equal_cpu(op, args):
+    expected = run(op, args, "cpu")
+    for name, patches in round_layouts():
+        with contextlib.ExitStack() as stack:
+            for patch in patches:
+                stack.enter_context(patch)
+            got = run(op, args, TRITON)
+        for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
+            assert actual.tolist() == want.tolist(), (name, f"output {i}")
+
+
+ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
+
+
+@pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("long_requests", [False, "prefill"])
+@pytest.mark.parametrize("seed", range(12))
+def test_round_layouts_equal_cpu(op, seed, long_requests):
+    """Both layouts write what the CPU kernel writes: on decode batches, and with chunked
+    prefills of 300-900 tokens, whose items past their lanes the lanes layout's remainder
+    programs write."""
+    num_reqs = random.Random(seed).choice([0, 1, 5, 8, 9, 33])
+    assert_layouts_equal_cpu(op, engine_batch(sample(op, seed, num_reqs,
+                                                     long_requests=long_requests)))
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a compiled kernel keeps the chunk width it compiled with")
+@pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("seed", range(4))
+def test_round_remainders_in_narrow_chunks(op, seed):
+    """The remainder programs split a long request's items chunk by chunk (chunks c, c +
+    REMAINDER_SPLIT, ... to program c of its group): with 16-item chunks, the 300-900-token
+    requests span many more chunks than a group has programs. 33 requests: two strided
+    groups, about three long requests among them."""
+    args = engine_batch(sample(op, seed, 33, long_requests="prefill"))
+    lengths = args[4][1:] - args[4][:-1]
+    assert (lengths >= 300).any()
+    with mock.patch.object(rounds, "WIDE_CHUNK", tl.constexpr(16)):
+        assert_layouts_equal_cpu(op, args)
+
+
+@pytest.mark.parametrize("max_model_len", [1, 2, 3, 2**40, I64_MAX - 1, I64_MAX])
+@pytest.mark.parametrize("seed", range(4))
+def test_eagle_round_step_edges(seed, max_model_len):
+    """Draft steps from int64 extremes: seq_lens at and past max_model_len and 2^63 - 1,
+    positions near max_model_len and 2^63. Both layouts equal the CPU kernel's 1.5 applied
+    step by step; the lanes layout's closed form where it holds, the per-request layout where
+    it would not (max_model_len at most the step count, where positions wrap more than once,
+    or within the step count of 2^63, where seq_len + steps would overflow)."""
+    rng = random.Random(seed)
+    args = list(engine_batch(sample(EAGLE, seed, 9)))
+    num_tokens, num_reqs = args[5].shape[0], args[0].shape[0]
+    extremes = [0, 1, max_model_len - 1, max_model_len, I64_MAX - 1, I64_MAX]
+    args[6] = torch.tensor([rng.choice(extremes + [rng.randint(0, 50)])
+                            for _ in range(num_tokens)], dtype=torch.int64)
+    args[9] = torch.tensor([rng.choice(extremes + [rng.randint(0, 50)])
+                            for _ in range(args[9].shape[0])], dtype=torch.int64)
+    args[18] = args[18].to(torch.int64)
+    args[21] = max_model_len
+    assert num_reqs == 9 and args[22] >= 0
+    assert_layouts_equal_cpu(EAGLE, args)

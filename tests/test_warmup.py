@@ -14,6 +14,7 @@ import spec_ops
 from backends import HAS_CUDA
 from spec_ops._library import KERNELS
 from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next_power_of_2
+from spec_ops._triton.rounds import LANES_MIN_REQS, round_lanes
 
 warmup_module = sys.modules["spec_ops.warmup"]
 CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
@@ -52,11 +53,9 @@ def test_warmup_selects_ops_and_dtypes():
         spec_ops.warmup("cpu", **CONFIG, ops=["no_such_op"])
 
 
-def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
-    """The Triton kernels (compiled on a GPU, interpreted on CPU tensors without one) get the
-    constexprs the configuration selects: both widths of sampled_token_ids, both shifts, with
-    and without rejected counts, short and long 1.3, 1.4 and 1.7 requests, and every 1.6 block a
-    batch of up to max_num_reqs rows takes."""
+def launches_of_warmup(monkeypatch, **config):
+    """{(kernel name, constexprs)} of the launches ``spec_ops.warmup(**config)`` makes on the
+    Triton path (compiled on a GPU, interpreted on CPU tensors without one)."""
     launched = set()
     original = Launcher.__call__
 
@@ -68,8 +67,17 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
         monkeypatch.setattr(warmup_module, "_call",
                             lambda op, *args: KERNELS[op].triton(*args))
-    config = dict(CONFIG, max_num_reqs=20)
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
+    return launched
+
+
+def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
+    """The Triton kernels (compiled on a GPU, interpreted on CPU tensors without one) get the
+    constexprs the configuration selects: both widths of sampled_token_ids, both shifts, with
+    and without rejected counts, short and long requests of 1.3, 1.4, 1.7 and the round ops,
+    and every 1.6 block a batch of up to max_num_reqs rows takes."""
+    config = dict(CONFIG, max_num_reqs=20)
+    launched = launches_of_warmup(monkeypatch, **config)
     kernels = {name for name, _ in launched}
     k, block_size = config["num_speculative_tokens"], config["block_size"]
     # One kernel per op, and 1.3, 1.4 and 1.7 have a second layout for short requests, reached
@@ -77,12 +85,19 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     rows_kernels = {f"_{name}_rows_kernel" for name in (
         "compute_new_slot_mapping", "copy_and_expand_eagle_inputs",
         "copy_and_expand_dflash_inputs")}
-    assert len(kernels) == len(KERNELS) + len(rows_kernels) and rows_kernels <= kernels
+    # 6.1's lanes layout; 6.2's and 6.3's only from LANES_MIN_REQS requests (with K + 1 <
+    # LANES_MIN_COLS), which max_num_reqs = 20 never reaches (the next test).
+    lanes_kernel = "_prepare_eagle_round_lanes_kernel"
+    assert len(kernels) == len(KERNELS) + len(rows_kernels) + 1
+    assert rows_kernels | {lanes_kernel} <= kernels
     for name in rows_kernels:
         assert {c[-1] for n, c in launched if n == name} == set(ROW_COLS), name
     for name in ("_prepare_eagle_round_kernel", "_prepare_parallel_round_kernel",
                  "_prepare_dflash_round_kernel"):
         assert {c[0] for n, c in launched if n == name} == {1, k + 1}, name     # NUM_COLS
+    # (NUM_COLS, LANES) of 6.1's lanes layout: both widths, a lane per draft step.
+    assert {(c[0], c[-1]) for n, c in launched if n == lanes_kernel} == {
+        (width, round_lanes(width, k - 1)) for width in (1, k + 1)}
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
@@ -99,6 +114,24 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     # (BLOCK, ON_CHIP): a previous batch that fits the program's rows and one that does not.
     assert {c for n, c in launched if n == "_update_num_computed_tokens_kernel"} == {
         (128, True), (128, False)}
+
+
+def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
+    """With max_num_reqs at least LANES_MIN_REQS, the round ops' warm-up reaches 6.2's and
+    6.3's lanes layouts too: (NUM_COLS, LANES) at both widths, 6.2's with and without shift
+    (P-EAGLE: K - 1 entries added, no draft steps; the draft model: 1 added, K - 1 steps)."""
+    launched = launches_of_warmup(monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
+                                  ops=["prepare_eagle_round", "prepare_parallel_round",
+                                       "prepare_dflash_round"])
+    k = CONFIG["num_speculative_tokens"]
+    lanes = {(n, c[0], c[-1]) for n, c in launched if n.endswith("_lanes_kernel")}
+    assert lanes == {
+        *{("_prepare_eagle_round_lanes_kernel", w, round_lanes(w, k - 1)) for w in (1, k + 1)},
+        *{("_prepare_dflash_round_lanes_kernel", w, round_lanes(w, k + 1)) for w in (1, k + 1)},
+        *{("_prepare_parallel_round_lanes_kernel", w, round_lanes(w + added, steps))
+          for w in (1, k + 1) for added, steps in ((k - 1, 0), (1, k - 1))}}
+    assert {c[1] for n, c in launched if n == "_prepare_parallel_round_lanes_kernel"} == {
+        False, True}
 
 
 def test_update_num_computed_tokens_row_counts(monkeypatch):
