@@ -64,11 +64,12 @@ STEP_LANES = tl.constexpr(16)
 # won or lost by up to 14% at 1024 requests, case by case.
 
 
-# 6.1's lanes layout: at most this many lanes per request (draft steps and sampled columns
-# included), in programs of one warp. Measured in a CUDA graph on the H200 at K = 1 / 3 / 7
-# (benchmarks/results/round_lanes.txt), 1024 decode requests took 1.31 / 1.29 / 1.47 us per
-# call against 2.07 / 2.53 / 2.81 with one program per request, one request 1.27 / 1.21 / 1.24
-# against 1.37 / 1.48 / 1.69; programs of 2 or 4 warps were 0.2-0.3 us slower.
+# The lanes layout: at most this many lanes per request (sampled columns, first-pass items and
+# draft steps), in programs of one warp. 6.1 in a CUDA graph on the H200 at K = 1 / 3 / 7
+# (scripts/sweep_round_layouts.py, benchmarks/results/round_lanes.txt): 1024 decode requests
+# took 1.30 / 1.34 / 1.56 us per call against 2.18 / 2.52 / 2.81 with one program per request
+# (1.38 / 1.50 / 1.71 with REMAINDER_SPLIT below), one request 1.22 / 1.24 / 1.20 against
+# 1.36 / 1.48 / 1.67; programs of 2 or 4 warps were 0.2-0.3 us slower.
 MAX_LANES = 32
 LANES_WARPS = 1
 LANES_PADDING_CHUNK = tl.constexpr(64)     # CUDA-graph padding entries per program and chunk
@@ -80,8 +81,9 @@ REMAINDER_REQS = tl.constexpr(32)
 # Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
 # c + SPLIT, ... of each long request's items, so one long request among short ones (the
 # batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
-# 2048-token request: 6.2 (P-EAGLE, K = 3) 14.1 us with one program per group, 7.9 with one
-# per request and chunk.
+# 2048-token request: 6.2 (P-EAGLE, K = 3) 4.8 us, against 14.1 with one program per group
+# and 7.9 with one per request and chunk; the extra programs cost 1024 pure decodes 0.09-0.14
+# us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51; scripts/mixed_batch.py --only rounds).
 REMAINDER_SPLIT = tl.constexpr(4)
 I64_MAX = tl.constexpr(2**63 - 1)
 
