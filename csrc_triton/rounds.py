@@ -16,11 +16,12 @@ request's draft steps.
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
 
-6.1 has a second layout for decode-sized batches (at most LANES tokens per request on
-average, from shapes): one warp holds 32 / LANES requests, LANES lanes each, and every lane
-of a request computes the request's state. Lane c reads sampled column c, writes token c of
-the first pass and draft step c. A request longer than its lanes (a chunked prefill among
-decodes) gets the rest of its tokens from the whole warp after the tile.
+Each op has a second layout for decode-sized batches (at most LANES first-pass items per
+request on average, from shapes; 6.2 and 6.3 also need LANES_MIN_REQS requests or
+LANES_MIN_COLS sampled columns): one warp holds 32 / LANES requests, LANES lanes each, and
+every lane of a request computes the request's state. Lane c reads sampled column c, writes
+first-pass item c and draft step c. Items past a request's lanes (a chunked prefill among
+decodes) are written by remainder programs launched after the tile's (_remainder_requests).
 """
 
 import triton
@@ -72,10 +73,11 @@ STEP_LANES = tl.constexpr(16)
 # 1.36 / 1.48 / 1.67; programs of 2 or 4 warps were 0.2-0.3 us slower.
 MAX_LANES = 32
 LANES_WARPS = 1
-LANES_PADDING_CHUNK = tl.constexpr(64)     # CUDA-graph padding entries per program and chunk
+# CUDA-graph padding entries per program and chunk: the per-request kernels' chunk.
+LANES_PADDING_CHUNK = tl.constexpr(PER_REQUEST_BLOCK)
 # Requests per remainder program (one per thread): after the tile's programs, programs that
 # give a request its items past its lanes. A check at the end of the tile's programs instead
-# (a reduction over the tile, then the loop) cost 6.1 0.13-0.34 us per call at K = 1 / 3 / 7
+# (a reduction over the tile, then the loop) cost 6.1 0.11-0.32 us per call at K = 1 / 3 / 7
 # on the H200, whether or not a request had such items.
 REMAINDER_REQS = tl.constexpr(32)
 # Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
@@ -109,7 +111,7 @@ def lanes_grid(num_reqs, reqs):
 # 6.2 for P-EAGLE at K = 3 1.43 / 1.62 / 2.00 / 2.47 per request against 1.71 / 1.78 / 1.77 /
 # 1.91 in lanes, at K = 7 1.73 / 1.93 / 2.28 / 2.91 against 1.67 / 1.74 / 1.76 / 1.99; 6.3 at
 # K = 1 1.20 / 1.27 / 1.43 / 1.82 against 1.32 / 1.34 / 1.37 / 1.42. 6.1 takes it at any size
-# (1.20-1.34 us against 1.36-1.94 at R <= 256).
+# (1.20-1.34 us against 1.36-2.08 at R <= 256).
 LANES_MIN_REQS = 256
 LANES_MIN_COLS = 8
 
@@ -123,7 +125,7 @@ def closed_form_steps(max_model_len, num_steps):
     """Whether the lanes layout's draft steps are exact for this max_model_len: a position
     wraps at most once in num_steps steps, and seq_len + num_steps cannot overflow
     (_lane_steps)."""
-    return num_steps < max_model_len <= 2**63 - 1 - num_steps
+    return num_steps < max_model_len <= I64_MAX.value - num_steps
 
 
 def decode_sized(num_tokens, num_reqs, lanes):
@@ -755,7 +757,6 @@ def _prepare_parallel_round_lanes_kernel(
                     SHIFT, BLOCK_SIZE)
 
 
-
 @spec_kernel
 def _prepare_dflash_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
@@ -931,7 +932,6 @@ def _prepare_dflash_round_lanes_kernel(
                                out_context_slot_ptr, block_table_ptr,
                                block_table_row_stride, num_block_cols, request,
                                context_start + j, j < request_stop, BLOCK_SIZE)
-
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)

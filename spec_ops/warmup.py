@@ -3,12 +3,14 @@
 A compiled kernel is selected by the device, the dtypes of its tensor arguments and its
 constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch without drafts),
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
-whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile width) or
-long enough for a query program of their own (1.4), the power of two of K + 1 (1.4, 6.3) and,
-for 1.6, the power of two of the row count and whether the previous batch fits in as many
-rows. The first
-launch of a variant compiles it (or loads it from Triton's disk cache), which takes from
-milliseconds to a second, so a serving engine warms up once at startup.
+whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile
+width) or long enough for a query program of their own (1.4), whether a round op's batch takes
+its lanes layout and its lanes per request (6.2's depend on S and the draft steps; 6.2 and 6.3
+take it from LANES_MIN_REQS requests or LANES_MIN_COLS sampled columns), the power of two of
+K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count and whether the previous
+batch fits in as many rows. The first launch of a variant compiles it (or loads it from
+Triton's disk cache), which takes from milliseconds to a second, so a serving engine warms up
+once at startup.
 
 ``warmup`` runs each op for real on tiny inputs built for the engine's configuration and
 dtypes, so that the ops' own launch code chooses the variants, not a copy of it here. On a CPU
@@ -222,7 +224,7 @@ def _computed_tokens(x, max_num_reqs):
     return 2 * len(row_counts)
 
 
-def _round_batches(x, width, lanes, max_num_reqs):
+def _round_batches(width, lanes, max_num_reqs):
     """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (the
     lanes layout where the request fits its lanes), a request longer than its lanes (the
     per-request layout: a chunked prefill), and, where the engine schedules that many, a
@@ -261,7 +263,7 @@ def _eagle_round(x, max_num_reqs):
     num_steps = x.k - 1
     calls = 0
     for width in x.widths:
-        for num_reqs, num_tokens in _round_batches(x, width, round_lanes(width, num_steps),
+        for num_reqs, num_tokens in _round_batches(width, round_lanes(width, num_steps),
                                                    max_num_reqs):
             verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
                 x, width, num_reqs, num_tokens)
@@ -279,14 +281,14 @@ def _eagle_round(x, max_num_reqs):
 
 @_warms("prepare_parallel_round")
 def _parallel_round(x, max_num_reqs):
-    """Both shifts, both layouts at both widths (_round_batches). Draft steps need S = 1
-    without shift (the draft model); the steps' count is no constexpr."""
+    """Both layouts at both widths (_round_batches) for each method: P-EAGLE (shift, S = K),
+    PARD (S = K) and the draft model (S = 1, K - 1 draft steps), whose lanes differ."""
     calls = 0
-    for width, shift in itertools.product(x.widths, (False, True)):
-        num_slots, num_steps = (x.k, 0) if shift else (1, x.k - 1)
+    methods = ((True, x.k, 0), (False, x.k, 0), (False, 1, x.k - 1))
+    for width, (shift, num_slots, num_steps) in itertools.product(x.widths, methods):
         num_new = num_slots - (1 if shift else 0)
         lanes = round_lanes(width + num_new, num_steps)
-        for num_reqs, num_tokens in _round_batches(x, width, lanes, max_num_reqs):
+        for num_reqs, num_tokens in _round_batches(width, lanes, max_num_reqs):
             verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
                 x, width, num_reqs, num_tokens)
             first_pass = num_reqs * (num_tokens + num_new)
@@ -309,7 +311,7 @@ def _dflash_round(x, max_num_reqs):
     num_query = x.k + 1
     calls = 0
     for width in x.widths:
-        for num_reqs, num_tokens in _round_batches(x, width, round_lanes(width, num_query),
+        for num_reqs, num_tokens in _round_batches(width, round_lanes(width, num_query),
                                                    max_num_reqs):
             verified, (_, positions, seq_lens), block_table = _round_inputs(
                 x, width, num_reqs, num_tokens)

@@ -4,8 +4,9 @@ nothing outside its out buffers, and 1.7's row layout writes what the per-reques
 writes wherever one request owns an entry. Then valid batches whose long requests share a
 program, with remainders past the tile longer than a loop iteration: the row layout writes
 what the per-request layout writes. (Valid inputs take either layout in the property tests.)
-Last, the lanes layout of 6.1 and 6.3 against their per-request layout and the CPU kernel,
-with chunked prefills among decodes, and 6.1's draft steps from int64 extremes."""
+Last, the round ops' lanes layout against their per-request layout and the CPU kernel, with
+discarded rows that had drafts, chunked prefills among decodes, and 6.1's draft steps from
+int64 extremes."""
 
 import contextlib
 import random
@@ -19,7 +20,7 @@ from backends import HAS_CUDA, TRITON, run
 from round_sequences import engine_batch
 from samples import sample
 from spec_ops._triton import dflash, expand, rounds
-from spec_ops._triton._launch import ROW_COLS
+from spec_ops._triton._launch import ROW_COLS, Launcher
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 POISON, PAD = -7777, 32
@@ -210,7 +211,7 @@ def test_dflash_rows_equal_per_request_with_long_requests(with_rejected):
         [(size, torch.int64) for size in sizes])
 
 
-# --- the lanes layout of 6.1 and 6.3 -----------------------------------------------------------
+# --- the round ops' lanes layout ---------------------------------------------------------------
 
 EAGLE = "prepare_eagle_round"
 I64_MAX = 2**63 - 1
@@ -225,13 +226,25 @@ def round_layouts():
                        mock.patch.object(rounds, "lanes_pay", lambda *args: True)])]
 
 
-def assert_layouts_equal_cpu(op, args):
+def assert_layouts_equal_cpu(op, args, lanes_possible=True):
+    """Each layout writes what the CPU kernel writes; the forced lanes layout launched its
+    kernel unless ``lanes_possible`` is false (its draft steps have no closed form there)."""
     expected = run(op, args, "cpu")
+    original = Launcher.__call__
     for name, patches in round_layouts():
+        kernels = []
+
+        def record(self, grid, args, num_warps=None, grid_y=1):
+            kernels.append(self.kernel.fn.__name__)
+            return original(self, grid, args, num_warps, grid_y)
+
         with contextlib.ExitStack() as stack:
             for patch in patches:
                 stack.enter_context(patch)
+            stack.enter_context(mock.patch.object(Launcher, "__call__", record))
             got = run(op, args, TRITON)
+        assert (kernels[0].endswith("_lanes_kernel")
+                == (name == "lanes" and lanes_possible)), (name, kernels)
         for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
             assert actual.tolist() == want.tolist(), (name, f"output {i}")
 
@@ -239,16 +252,32 @@ def assert_layouts_equal_cpu(op, args):
 ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
 
 
+def lanes_possible(op, args):
+    """Whether the op's lanes layout can take this call (forced at any size): its lanes fit and
+    its draft steps have a closed form."""
+    if op == "prepare_dflash_round":
+        return rounds.round_lanes(args[0].shape[1], args[21] + 1) is not None
+    if op == "prepare_eagle_round":
+        lanes = rounds.round_lanes(args[0].shape[1], args[22])
+        max_model_len, num_steps = args[21], args[22]
+    else:
+        num_new = args[25] - (1 if args[26] else 0)
+        lanes = rounds.round_lanes(args[0].shape[1] + num_new, args[29])
+        max_model_len, num_steps = args[28], args[29]
+    return lanes is not None and rounds.closed_form_steps(max_model_len, num_steps)
+
+
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("long_requests", [False, "prefill"])
 @pytest.mark.parametrize("seed", range(12))
 def test_round_layouts_equal_cpu(op, seed, long_requests):
-    """Both layouts write what the CPU kernel writes: on decode batches, and with chunked
-    prefills of 300-900 tokens, whose items past their lanes the lanes layout's remainder
-    programs write."""
+    """Both layouts write what the CPU kernel writes: on decode batches (with discarded rows
+    that had drafts, which the engine never schedules: the CPU kernel defines them), and with
+    chunked prefills of 300-900 tokens, whose items past their lanes the lanes layout's
+    remainder programs write."""
     num_reqs = random.Random(seed).choice([0, 1, 5, 8, 9, 33])
-    assert_layouts_equal_cpu(op, engine_batch(sample(op, seed, num_reqs,
-                                                     long_requests=long_requests)))
+    args = sample(op, seed, num_reqs, long_requests=long_requests)
+    assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a compiled kernel keeps the chunk width it compiled with")
@@ -277,7 +306,8 @@ def test_eagle_round_step_edges(seed, max_model_len):
     rng = random.Random(seed)
     args = list(engine_batch(sample(EAGLE, seed, 9)))
     num_tokens, num_reqs = args[5].shape[0], args[0].shape[0]
-    extremes = [0, 1, max_model_len - 1, max_model_len, I64_MAX - 1, I64_MAX]
+    # Positions k steps before max_model_len wrap at step k.
+    extremes = [0, 1, I64_MAX - 1, I64_MAX, *(max_model_len - k for k in range(4))]
     args[6] = torch.tensor([rng.choice(extremes + [rng.randint(0, 50)])
                             for _ in range(num_tokens)], dtype=torch.int64)
     args[9] = torch.tensor([rng.choice(extremes + [rng.randint(0, 50)])
@@ -285,4 +315,4 @@ def test_eagle_round_step_edges(seed, max_model_len):
     args[18] = args[18].to(torch.int64)
     args[21] = max_model_len
     assert num_reqs == 9 and args[22] >= 0
-    assert_layouts_equal_cpu(EAGLE, args)
+    assert_layouts_equal_cpu(EAGLE, args, lanes_possible=lanes_possible(EAGLE, args))

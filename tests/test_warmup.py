@@ -118,20 +118,23 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
 
 def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
     """With max_num_reqs at least LANES_MIN_REQS, the round ops' warm-up reaches 6.2's and
-    6.3's lanes layouts too: (NUM_COLS, LANES) at both widths, 6.2's with and without shift
-    (P-EAGLE: K - 1 entries added, no draft steps; the draft model: 1 added, K - 1 steps)."""
+    6.3's lanes layouts too: (NUM_COLS, LANES) at both widths, 6.2's for each method (P-EAGLE:
+    shift, K - 1 entries added; PARD: K added; the draft model: 1 added and K - 1 draft
+    steps)."""
     launched = launches_of_warmup(monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
                                   ops=["prepare_eagle_round", "prepare_parallel_round",
                                        "prepare_dflash_round"])
     k = CONFIG["num_speculative_tokens"]
-    lanes = {(n, c[0], c[-1]) for n, c in launched if n.endswith("_lanes_kernel")}
+    lanes = {(n, c[0], c[-1]) for n, c in launched
+             if n in ("_prepare_eagle_round_lanes_kernel", "_prepare_dflash_round_lanes_kernel")}
     assert lanes == {
         *{("_prepare_eagle_round_lanes_kernel", w, round_lanes(w, k - 1)) for w in (1, k + 1)},
-        *{("_prepare_dflash_round_lanes_kernel", w, round_lanes(w, k + 1)) for w in (1, k + 1)},
-        *{("_prepare_parallel_round_lanes_kernel", w, round_lanes(w + added, steps))
-          for w in (1, k + 1) for added, steps in ((k - 1, 0), (1, k - 1))}}
-    assert {c[1] for n, c in launched if n == "_prepare_parallel_round_lanes_kernel"} == {
-        False, True}
+        *{("_prepare_dflash_round_lanes_kernel", w, round_lanes(w, k + 1)) for w in (1, k + 1)}}
+    # (NUM_COLS, SHIFT, LANES) of 6.2's.
+    assert {(c[0], c[1], c[-1]) for n, c in launched
+            if n == "_prepare_parallel_round_lanes_kernel"} == {
+        (w, shift, round_lanes(w + added, steps)) for w in (1, k + 1)
+        for shift, added, steps in ((True, k - 1, 0), (False, k, 0), (False, 1, k - 1))}
 
 
 def test_update_num_computed_tokens_row_counts(monkeypatch):
