@@ -5,8 +5,8 @@ writes wherever one request owns an entry. Then valid batches whose long request
 program, with remainders past the tile longer than a loop iteration: the row layout writes
 what the per-request layout writes. (Valid inputs take either layout in the property tests.)
 Last, the round ops' lanes layout against their per-request layout and the CPU kernel, with
-discarded rows that had drafts, chunked prefills among decodes, and 6.1's draft steps from
-int64 extremes."""
+discarded rows that had drafts, chunked prefills among decodes, 6.1's draft steps from int64
+extremes and garbage query_start_loc values."""
 
 import contextlib
 import random
@@ -16,9 +16,9 @@ import pytest
 import torch
 import triton.language as tl
 
-from backends import HAS_CUDA, TRITON, run
+from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
-from samples import sample
+from samples import clone_args, sample, written_arg_indices
 from spec_ops._triton import dflash, expand, rounds
 from spec_ops._triton._launch import ROW_COLS, Launcher
 
@@ -316,3 +316,26 @@ def test_eagle_round_step_edges(seed, max_model_len):
     args[21] = max_model_len
     assert num_reqs == 9 and args[22] >= 0
     assert_layouts_equal_cpu(EAGLE, args, lanes_possible=lanes_possible(EAGLE, args))
+
+
+@pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("seed", range(10))
+def test_round_layouts_write_inside_their_buffers_on_garbage(op, seed):
+    """Garbage query_start_loc values (negative, decreasing, past the batch): both layouts
+    write nothing outside any out buffer (every 1-D out sits between poisoned bands)."""
+    rng = random.Random(seed)
+    num_reqs = rng.choice([1, 7, 9, 33])
+    args = list(clone_args(sample(op, seed, num_reqs), DEVICE))
+    args[4] = garbage_starts(rng, num_reqs).to(args[4].dtype)
+    for name, patches in round_layouts():
+        buffers, views = [], []
+        for i in written_arg_indices(op):
+            if args[i].dim() == 1:
+                buffer, args[i] = guarded(args[i].shape[0], args[i].dtype)
+                buffers.append(buffer)
+                views.append(args[i])
+        with contextlib.ExitStack() as stack:
+            for patch in patches:
+                stack.enter_context(patch)
+            call(op, args, TRITON)
+        assert_bands_intact(buffers, views)
