@@ -98,11 +98,20 @@ def round_lanes(*counts):
     return lanes if lanes <= MAX_LANES else None
 
 
-def lanes_grid(num_reqs, reqs):
-    """The lanes layout's programs: the tile's (``reqs`` requests each), then the remainder's
-    (REMAINDER_SPLIT per REMAINDER_REQS requests); at least one tile program."""
-    return (cdiv(max(num_reqs, 1), reqs)
+def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
+    """6.2's lanes per request: a decode request's W tokens and the S (S - 1 with shift) the
+    round adds, and its draft steps."""
+    return round_lanes(num_cols + num_padding_slots - (1 if shift else 0), num_steps)
+
+
+def _launch_lanes(launcher, num_reqs, lanes, args):
+    """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
+    each, at least one program), then the remainder's (REMAINDER_SPLIT per REMAINDER_REQS
+    requests)."""
+    reqs = 32 * LANES_WARPS // lanes
+    grid = (cdiv(max(num_reqs, 1), reqs)
             + REMAINDER_SPLIT.value * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
+    launcher(grid, (*args, reqs, lanes))
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
@@ -494,23 +503,13 @@ def _prepare_eagle_round_lanes_kernel(
         tl.store(next_token_ptr + req, next_token, mask=head)
         tl.store(valid_count_ptr + req, count, mask=head)
         tl.store(token_indices_ptr + req, last, mask=head)
-        step = lane.to(tl.int64)
-        tl.store(out_step_positions_ptr + step * step_positions_stride + req, step_position,
-                 mask=live)
-        tl.store(out_step_seq_lens_ptr + step * step_seq_lens_stride + req, step_seq_len, mask=live)
-        tl.store(out_step_slot_mapping_ptr + step * step_slot_mapping_stride + req,
-                 tl.where(over, -1, slot), mask=live)
-        _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens,
-                      LANES_PADDING_CHUNK)
-        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                      input_batch_size, LANES_PADDING_CHUNK)
+        _store_steps(out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                     lane.to(tl.int64), live, step_position, step_seq_len,
+                     tl.where(over, -1, slot))
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, REQS, LANES)
-        _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens,
-                      LANES_PADDING_CHUNK)
-        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                      input_batch_size, LANES_PADDING_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -528,6 +527,10 @@ def _prepare_eagle_round_lanes_kernel(
                                   out_positions_ptr, out_slot_mapping_ptr,
                                   query_start + j, j < request_stop, last, next_token,
                                   num_tokens)
+    # CUDA-graph padding, dealt out over every program (_fill_padding).
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, LANES_PADDING_CHUNK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, LANES_PADDING_CHUNK)
 
 
 @spec_kernel
@@ -665,6 +668,7 @@ def _prepare_parallel_round_lanes_kernel(
     # the per-request outputs. Programs P + q: the entries past their lanes of requests,
     # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
+    num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     if tl.program_id(0) < _tile_programs(num_reqs, REQS):
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
@@ -675,7 +679,6 @@ def _prepare_parallel_round_lanes_kernel(
             query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
         query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-        num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
         seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
         is_first = (req == 0) & (lane == 0)
         batch_end = tl.load(query_start_loc_ptr + num_reqs + tl.zeros_like(req), mask=is_first,
@@ -710,24 +713,13 @@ def _prepare_parallel_round_lanes_kernel(
         tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req),
                  batch_end + num_reqs * num_new, mask=is_first)
-        step = lane.to(tl.int64)
-        tl.store(out_step_positions_ptr + step * step_positions_stride + req, step_position,
-                 mask=live)
-        tl.store(out_step_seq_lens_ptr + step * step_seq_lens_stride + req, step_seq_len, mask=live)
-        tl.store(out_step_slot_mapping_ptr + step * step_slot_mapping_stride + req,
-                 tl.where(over, -1, step_slot), mask=live)
-        _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
-                      LANES_PADDING_CHUNK)
-        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                      input_batch_size, LANES_PADDING_CHUNK)
+        _store_steps(out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                     lane.to(tl.int64), live, step_position, step_seq_len,
+                     tl.where(over, -1, step_slot))
     else:
-        num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES)
-        _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
-                      LANES_PADDING_CHUNK)
-        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                      input_batch_size, LANES_PADDING_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -755,6 +747,11 @@ def _prepare_parallel_round_lanes_kernel(
                     first_position, num_tokens, padding_token_id,
                     parallel_drafting_token_id, num_padding_slots, max_model_len,
                     SHIFT, BLOCK_SIZE)
+    # CUDA-graph padding, dealt out over every program (_fill_padding).
+    _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
+                  LANES_PADDING_CHUNK)
+    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                  input_batch_size, LANES_PADDING_CHUNK)
 
 
 @spec_kernel
@@ -869,6 +866,7 @@ def _prepare_dflash_round_lanes_kernel(
     # outputs. Programs P + q: the context tokens past their lanes of requests,
     # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
+    num_query = num_speculative_tokens + 1
     if tl.program_id(0) < _tile_programs(num_reqs, REQS):
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
@@ -877,7 +875,6 @@ def _prepare_dflash_round_lanes_kernel(
         next_token, count, last, rejected = _lane_request_state(
             sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
             query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
-        num_query = num_speculative_tokens + 1
         seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
         context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
@@ -913,13 +910,9 @@ def _prepare_dflash_round_lanes_kernel(
         tl.store(out_seq_lens_ptr + req, seq_len + num_query, mask=head)
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req), num_reqs * num_query,
                  mask=(req == 0) & (lane == 0))
-        _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens,
-                      LANES_PADDING_CHUNK)
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_context, 0, REQS, LANES)
-        _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * (num_speculative_tokens + 1),
-                      num_input_tokens, LANES_PADDING_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -932,6 +925,9 @@ def _prepare_dflash_round_lanes_kernel(
                                out_context_slot_ptr, block_table_ptr,
                                block_table_row_stride, num_block_cols, request,
                                context_start + j, j < request_stop, BLOCK_SIZE)
+    # CUDA-graph padding, dealt out over every program (_fill_padding).
+    _fill_padding(out_query_slot_ptr, 0, 1, num_reqs * num_query, num_input_tokens,
+                  LANES_PADDING_CHUNK)
 
 
 _prepare_eagle_round = Launcher(_prepare_eagle_round_kernel, PER_REQUEST_WARPS)
@@ -962,8 +958,7 @@ def launch_prepare_eagle_round(
             out_step_seq_lens.stride()[0], num_cols, block_size)
     lanes = round_lanes(num_cols, num_steps)
     if decode_sized(num_tokens, num_reqs, lanes) and closed_form_steps(max_model_len, num_steps):
-        reqs = 32 * LANES_WARPS // lanes
-        _prepare_eagle_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, args)
         return
     _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                          grid_y=num_chunks(num_tokens, num_reqs))
@@ -991,13 +986,10 @@ def launch_prepare_parallel_round(
             num_padding_slots_per_request, max_model_len, num_steps,
             out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
             out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size)
-    # A decode request's entries: its W tokens and the N the round adds.
-    num_new = num_padding_slots_per_request - (1 if shift_input_ids else 0)
-    lanes = round_lanes(num_cols + num_new, num_steps)
+    lanes = parallel_lanes(num_cols, num_padding_slots_per_request, shift_input_ids, num_steps)
     if (decode_sized(num_first_pass, num_reqs, lanes) and lanes_pay(num_reqs, num_cols)
             and closed_form_steps(max_model_len, num_steps)):
-        reqs = 32 * LANES_WARPS // lanes
-        _prepare_parallel_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, args)
         return
     _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                             grid_y=num_chunks(num_first_pass, num_reqs))
@@ -1022,8 +1014,7 @@ def launch_prepare_dflash_round(
             num_speculative_tokens, num_cols, block_size)
     lanes = round_lanes(num_cols, num_speculative_tokens + 1)
     if decode_sized(num_context, num_reqs, lanes) and lanes_pay(num_reqs, num_cols):
-        reqs = 32 * LANES_WARPS // lanes
-        _prepare_dflash_round_lanes(lanes_grid(num_reqs, reqs), (*args, reqs, lanes))
+        _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, args)
         return
     _prepare_dflash_round(max(num_reqs, 1),
                           (*args, next_power_of_2(num_speculative_tokens + 1),

@@ -28,7 +28,7 @@ import torch
 from ._library import KERNELS
 from ._triton._launch import PER_REQUEST_BLOCK, ROW_COLS, compiled_variants
 from ._triton.computed_tokens import program_rows
-from ._triton.rounds import LANES_MIN_REQS, round_lanes
+from ._triton.rounds import LANES_MIN_REQS, parallel_lanes, round_lanes
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def _parallel_round(x, max_num_reqs):
     methods = ((True, x.k, 0), (False, x.k, 0), (False, 1, x.k - 1))
     for width, (shift, num_slots, num_steps) in itertools.product(x.widths, methods):
         num_new = num_slots - (1 if shift else 0)
-        lanes = round_lanes(width + num_new, num_steps)
+        lanes = parallel_lanes(width, num_slots, shift, num_steps)
         for num_reqs, num_tokens in _round_batches(width, lanes, max_num_reqs):
             verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
                 x, width, num_reqs, num_tokens)

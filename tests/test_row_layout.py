@@ -261,8 +261,7 @@ def lanes_possible(op, args):
         lanes = rounds.round_lanes(args[0].shape[1], args[22])
         max_model_len, num_steps = args[21], args[22]
     else:
-        num_new = args[25] - (1 if args[26] else 0)
-        lanes = rounds.round_lanes(args[0].shape[1] + num_new, args[29])
+        lanes = rounds.parallel_lanes(args[0].shape[1], args[25], args[26], args[29])
         max_model_len, num_steps = args[28], args[29]
     return lanes is not None and rounds.closed_form_steps(max_model_len, num_steps)
 
