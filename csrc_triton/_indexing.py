@@ -14,9 +14,25 @@ def slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, rows, p
     remainder are C-style (what Triton and the engines' kernels do); for the non-negative
     positions of real inputs they equal Python's // and %.
     """
+    return slot_of(block_of(block_table_ptr, block_table_row_stride, num_block_cols, rows,
+                            position, mask, BLOCK_SIZE), position, BLOCK_SIZE)
+
+
+@triton.jit
+def block_of(block_table_ptr, block_table_row_stride, num_block_cols, rows, position, mask,
+             BLOCK_SIZE: tl.constexpr):
+    """slot_lookup's load alone: the block id of (row, position), int64 (0 where not
+    ``mask``). A kernel that needs several lookups issues them all before using any: ptxas
+    keeps a load whose result is used before the next load is issued as a round trip of its
+    own."""
     block_index = tl.minimum(tl.maximum(position // BLOCK_SIZE, 0), num_block_cols - 1)
-    block_id = tl.load(block_table_ptr + rows * block_table_row_stride + block_index,
-                       mask=mask, other=0).to(tl.int64)
+    return tl.load(block_table_ptr + rows * block_table_row_stride + block_index,
+                   mask=mask, other=0).to(tl.int64)
+
+
+@triton.jit
+def slot_of(block_id, position, BLOCK_SIZE: tl.constexpr):
+    """slot_lookup's slot from block_of's block id."""
     return block_id * BLOCK_SIZE + position % BLOCK_SIZE
 
 

@@ -27,7 +27,7 @@ decodes) are written by remainder programs launched after the tile's (_remainder
 import triton
 import triton.language as tl
 
-from ._indexing import request_chunks, row_value, slot_lookup, wide_chunks
+from ._indexing import block_of, request_chunks, row_value, slot_lookup, slot_of, wide_chunks
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -41,7 +41,12 @@ from ._launch import (
 )
 from .dflash import context_slots, context_tokens, query_slots, store_queries
 from .draft_step import _advance
-from .expand import expanded_tokens, store_expanded_indices
+from .expand import (
+    expanded_entries,
+    expanded_input_ids,
+    expanded_tokens,
+    store_expanded_indices,
+)
 from .padded_batch import _next_token_and_count, _sample_index_and_rejected
 
 # 6.2's kernel runs with 2 warps per program, 6.1's and 6.3's with PER_REQUEST_WARPS (1). At
@@ -75,11 +80,17 @@ MAX_LANES = 32
 LANES_WARPS = 1
 # CUDA-graph padding entries per program and chunk: the per-request kernels' chunk.
 LANES_PADDING_CHUNK = tl.constexpr(PER_REQUEST_BLOCK)
-# Requests per remainder program (one per thread): after the tile's programs, programs that
+# Requests per remainder program (two per thread): after the tile's programs, programs that
 # give a request its items past its lanes. A check at the end of the tile's programs instead
 # (a reduction over the tile, then the loop) cost 6.1 0.11-0.32 us per call at K = 1 / 3 / 7
-# on the H200, whether or not a request had such items.
-REMAINDER_REQS = tl.constexpr(32)
+# on the H200, whether or not a request had such items. Fewer remainder programs cost 1024
+# pure decodes less: 6.1 at K = 1 / 3 / 7 took 1.45 / 1.49 / 1.68 us with 32 requests per
+# program, 1.41 / 1.42 / 1.52 with 64, 1.38 / 1.39 / 1.60 with 128; 6.3 1.45 / 1.48 / 1.52,
+# 1.39 / 1.45 / 1.44, 1.35 / 1.36 / 1.46. With one 256-token request among them 128 lost
+# (6.2 for P-EAGLE 3.26 us with 32, 3.78 with 128; 6.3 2.74 against 3.58), 64 less so
+# (P-EAGLE 3.54 against 3.91 with 32 in the same run, 6.3 3.06 against 2.76;
+# benchmarks/results/round_lanes.txt).
+REMAINDER_REQS = tl.constexpr(64)
 # Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
 # c + SPLIT, ... of each long request's items, so one long request among short ones (the
 # batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
@@ -145,26 +156,42 @@ def decode_sized(num_tokens, num_reqs, lanes):
 
 @triton.jit
 def _lane_request_state(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
-                        cu_num_draft_ptr, query_start_loc_ptr, req, lane, is_request,
-                        vocab_size, NUM_COLS: tl.constexpr):
+                        cu_num_draft_ptr, query_end, req, lane, is_request, vocab_size,
+                        NUM_COLS: tl.constexpr):
     """_request_state in the lanes layout ([requests, LANES], each lane holding its request's
-    values): lane c reads sampled column c and the request's lanes combine theirs (1.1: the
-    count of valid columns, the last valid one's token), so a request's first round trip is
-    one load per lane, not NUM_COLS (with 8 columns ptxas left the query_start_loc read for
-    after the columns' arithmetic: a fourth round trip)."""
+    values), from the request's query_start_loc[r + 1] (query_end): lane c reads sampled column
+    c and the request's lanes combine theirs (1.1: the count of valid columns, the last valid
+    one's token), so a request's first round trip is one load per lane, not NUM_COLS (with 8
+    columns ptxas left the query_start_loc read for after the columns' arithmetic: a fourth
+    round trip)."""
+    loads = _lane_request_loads(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                                cu_num_draft_ptr, req, lane, is_request, NUM_COLS)
+    return _lane_request_combine(loads, query_end, lane, vocab_size)
+
+
+@triton.jit
+def _lane_request_loads(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                        cu_num_draft_ptr, req, lane, is_request, NUM_COLS: tl.constexpr):
+    """_lane_request_state's loads, for a kernel that issues more loads before combining them
+    (_lane_request_combine, whose reductions wait for these)."""
     discard = tl.load(discard_ptr + req, mask=is_request, other=0) != 0
     backup = tl.load(backup_ptr + req, mask=is_request, other=0).to(tl.int64)
     cu = tl.load(cu_num_draft_ptr + req, mask=is_request, other=0).to(tl.int64)
     cu_prev = tl.load(cu_num_draft_ptr + req - 1, mask=is_request & (req > 0),
                       other=0).to(tl.int64)
-    query_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
     token = tl.load(sampled_ptr + req * sampled_row_stride + lane,
                     mask=is_request & (lane < NUM_COLS), other=-1)
+    return discard, backup, cu - cu_prev, token
+
+
+@triton.jit
+def _lane_request_combine(loads, query_end, lane, vocab_size):
+    """_lane_request_state from _lane_request_loads' values: (next, valid, last, rejected)."""
+    discard, backup, num_drafts, token = loads
     valid = (token >= 0) & (token < vocab_size) & ~discard
     count = tl.sum(valid.to(tl.int32), axis=1)[:, None].to(tl.int64)
     last_col = tl.max(tl.where(valid, lane, -1), axis=1)[:, None]
     picked = tl.sum(tl.where(lane == last_col, token, 0), axis=1)[:, None].to(tl.int64)
-    num_drafts = cu - cu_prev
     rejected = tl.where(num_drafts > 0, num_drafts + 1 - count, 0)
     return (tl.where(last_col >= 0, picked, backup), count, query_end - 1 - rejected,
             rejected)
@@ -363,6 +390,34 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
                            num_tokens, SHIFT)
 
 
+@triton.jit
+def _entry_slot_position(position, is_rejected, max_model_len):
+    """1.7 for a first-pass entry: (whether it gets a slot, the position its slot is looked
+    up at)."""
+    return (~is_rejected & (position < max_model_len),
+            tl.minimum(position, max_model_len - 1))
+
+
+@triton.jit
+def _store_parallel_entries(out_input_ids_ptr, out_positions_ptr, out_masked_ptr,
+                            out_slot_mapping_ptr, out_new_token_indices_ptr,
+                            out_hidden_state_mapping_ptr, j, owned, req, out_start,
+                            query_start, query_next, num_valid, num_padding_slots, num_tokens,
+                            token, position, is_masked, slot, SHIFT: tl.constexpr):
+    """_parallel_first_pass's stores (``slot``: -1 where the entry gets none), for the lanes
+    layout. _parallel_first_pass keeps its own: calling this from it changed the per-request
+    kernel's schedule, and 6.2 for P-EAGLE with four 2048-token requests among 1024 took 9.9
+    us instead of 8.1 on the H200."""
+    out = out_start + j
+    tl.store(out_input_ids_ptr + out, token, mask=owned)
+    tl.store(out_positions_ptr + out, position, mask=owned)
+    tl.store(out_masked_ptr + out, is_masked, mask=owned)
+    tl.store(out_slot_mapping_ptr + out, slot, mask=owned)
+    store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
+                           owned, req, query_start, query_next, num_valid, num_padding_slots,
+                           num_tokens, SHIFT)
+
+
 @spec_kernel
 def _prepare_eagle_round_kernel(
     sampled_ptr,                 # [R, W], row stride sampled_row_stride
@@ -474,11 +529,11 @@ def _prepare_eagle_round_lanes_kernel(
         row = tl.arange(0, REQS)[:, None]
         req = _lane_requests(row, lane, REQS)
         is_request = req < num_reqs
-        next_token, count, last, rejected = _lane_request_state(
-            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
         query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
+        next_token, count, last, rejected = _lane_request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            query_next, req, lane, is_request, vocab_size, NUM_COLS)
         seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
         # As in the per-request kernel: a discarded row with drafts may point in front of the
         # batch, read as position 0.
@@ -670,42 +725,65 @@ def _prepare_parallel_round_lanes_kernel(
     pdl_prologue(PDL)
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+        # Loads in three groups, the three round trips: the per-request values, then those at
+        # query_start_loc[r] (the first position, the input ids), then the block table (the
+        # entries' and the steps' slots). ptxas issues a load as late as it can, just before
+        # its first use, and a warp stalls at a use until the load is back, so a load placed
+        # after another's use is a round trip of its own: 6.2 had six. A barrier (one warp:
+        # cheap) after each group keeps its loads ahead of it (benchmarks/results/round_lanes.txt:
+        # 6.2 in this layout at R = 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 /
+        # 1.67 / 1.70 before, 1.49 / 1.54 / 1.57 after; the draft model 1.80 / 1.70 / 1.76
+        # before, 1.46 / 1.52 / 1.57 after).
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
         req = _lane_requests(row, lane, REQS)
         is_request = req < num_reqs
-        next_token, count, last, rejected = _lane_request_state(
-            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
         query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
         seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) + num_new
         is_first = (req == 0) & (lane == 0)
         batch_end = tl.load(query_start_loc_ptr + num_reqs + tl.zeros_like(req), mask=is_first,
                             other=0).to(tl.int64)
+        loads = _lane_request_loads(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
+                                    cu_num_draft_ptr, req, lane, is_request, NUM_COLS)
+        tl.debug_barrier()
+
+        # The request's entries j in [first, stop) (request_chunks' bounds), the first LANES here.
+        out_start = query_start + req * num_new
+        owned = ((lane >= tl.maximum(-out_start, 0))
+                 & (lane < tl.where(is_request, tl.minimum(query_next - query_start + num_new,
+                                                           num_first_pass - out_start), 0)))
         first_position = tl.load(target_positions_ptr + query_start,
                                  mask=is_request & (query_start >= 0) & (query_start < num_tokens),
                                  other=0).to(tl.int64)
+        input_id = expanded_input_ids(target_token_ids_ptr, lane, owned, query_start, num_tokens,
+                                      SHIFT)
+        tl.debug_barrier()
+
+        next_token, count, last, rejected = _lane_request_combine(loads, query_next, lane,
+                                                                  vocab_size)
+        num_valid = last - query_start + (0 if SHIFT else 1)
+        token, position, is_masked, is_rejected = expanded_entries(
+            input_id, lane, num_valid, num_padding_slots, next_token, first_position,
+            parallel_drafting_token_id, padding_token_id)
+        keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len)
         # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
         live = is_request & (lane < num_steps)
         step_position, step_seq_len, over = _lane_steps(
             first_position + last - query_start + 1, seq_len - rejected, max_model_len,
             lane.to(tl.int64))
-        step_slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                                step_position, live & ~over, BLOCK_SIZE)
-        # The request's entries j in [first, stop) (request_chunks' bounds), the first LANES here.
-        out_start = query_start + req * num_new
-        num_valid = last - query_start + (0 if SHIFT else 1)
-        first = tl.maximum(-out_start, 0)
-        stop = tl.where(is_request, tl.minimum(query_next - query_start + num_new,
-                                               num_first_pass - out_start), 0)
-        _parallel_first_pass(
-            target_token_ids_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+        block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                         slot_position, owned & keep, BLOCK_SIZE)
+        step_block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                              step_position, live & ~over, BLOCK_SIZE)
+        tl.debug_barrier()
+
+        _store_parallel_entries(
             out_input_ids_ptr, out_positions_ptr, out_masked_ptr, out_slot_mapping_ptr,
-            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, lane.to(tl.int64),
-            (lane >= first) & (lane < stop), req, out_start, query_start, query_next, num_valid,
-            next_token, first_position, num_tokens, padding_token_id, parallel_drafting_token_id,
-            num_padding_slots, max_model_len, SHIFT, BLOCK_SIZE)
+            out_new_token_indices_ptr, out_hidden_state_mapping_ptr, lane.to(tl.int64), owned,
+            req, out_start, query_start, query_next, num_valid, num_padding_slots, num_tokens,
+            token, position, is_masked,
+            tl.where(keep, slot_of(block, slot_position, BLOCK_SIZE), -1), SHIFT)
         head = is_request & (lane == 0)
         tl.store(next_token_ptr + req, next_token, mask=head)
         tl.store(valid_count_ptr + req, count, mask=head)
@@ -716,7 +794,7 @@ def _prepare_parallel_round_lanes_kernel(
         _store_steps(out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
                      step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
                      lane.to(tl.int64), live, step_position, step_seq_len,
-                     tl.where(over, -1, step_slot))
+                     tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES)
@@ -872,13 +950,13 @@ def _prepare_dflash_round_lanes_kernel(
         row = tl.arange(0, REQS)[:, None]
         req = _lane_requests(row, lane, REQS)
         is_request = req < num_reqs
-        next_token, count, last, rejected = _lane_request_state(
-            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
-            query_start_loc_ptr, req, lane, is_request, vocab_size, NUM_COLS)
-        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
         context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
                               other=0).to(tl.int64)
+        next_token, count, last, rejected = _lane_request_state(
+            sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+            context_end, req, lane, is_request, vocab_size, NUM_COLS)
+        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
         # The request's context tokens j in [first, stop), as in the per-request kernel; the first
         # LANES here.
         first = tl.maximum(-context_start, 0)
