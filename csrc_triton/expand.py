@@ -63,11 +63,21 @@ SLOT_LONE_TAIL = tl.constexpr(256)
 def expanded_tokens(target_token_ids_ptr, j, mask, query_start, num_valid, num_padding_slots,
                     num_input_tokens, next_token, first_position, parallel_drafting_token_id,
                     padding_token_id, SHIFT: tl.constexpr):
-    """1.3's table for entries j of one request: (input id, position, masked, rejected)."""
-    input_id = expanded_input_ids(target_token_ids_ptr, j, mask & (j < num_valid), query_start,
-                                  num_input_tokens, SHIFT)
-    return expanded_entries(input_id, j, num_valid, num_padding_slots, next_token,
-                            first_position, parallel_drafting_token_id, padding_token_id)
+    """1.3's table for entries j of one request: (input id, position, masked, rejected).
+    (expanded_input_ids and expanded_entries are the same in two steps, for a kernel that
+    issues the load earlier; written out here, 1.3's kernels keep the schedule they were
+    measured with.)"""
+    is_input = j < num_valid
+    is_bonus = j == num_valid
+    is_masked = (j > num_valid) & (j < num_valid + num_padding_slots)
+    is_rejected = j >= num_valid + num_padding_slots
+    source = tl.minimum(query_start + (1 if SHIFT else 0) + j, num_input_tokens - 1)
+    input_id = tl.load(target_token_ids_ptr + source, mask=mask & is_input & (source >= 0),
+                       other=0).to(tl.int64)
+    token = tl.where(is_input, input_id,
+                     tl.where(is_bonus, next_token,
+                              tl.where(is_masked, parallel_drafting_token_id, padding_token_id)))
+    return token, tl.where(is_rejected, 0, first_position + j), is_masked, is_rejected
 
 
 @triton.jit
