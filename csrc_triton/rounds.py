@@ -75,7 +75,9 @@ STEP_LANES = tl.constexpr(16)
 # (scripts/sweep_round_layouts.py, benchmarks/results/round_lanes.txt): 1024 decode requests
 # took 1.30 / 1.34 / 1.56 us per call against 2.18 / 2.52 / 2.81 with one program per request
 # (1.38 / 1.50 / 1.71 with REMAINDER_SPLIT below), one request 1.22 / 1.24 / 1.20 against
-# 1.36 / 1.48 / 1.67; programs of 2 or 4 warps were 0.2-0.3 us slower.
+# 1.36 / 1.48 / 1.67; programs of 2 or 4 warps were 0.2-0.3 us slower, and 2 warps each
+# holding its own requests (no exchange between warps in the tile's code) 0.5-0.8 us slower
+# (chain EAGLE K = 3: 1.93 / 2.22 at R = 1 / 1024 against 1.31 / 1.41).
 MAX_LANES = 32
 LANES_WARPS = 1
 # CUDA-graph padding entries per program and chunk: the per-request kernels' chunk.
@@ -94,9 +96,10 @@ REMAINDER_REQS = tl.constexpr(64)
 # Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
 # c + SPLIT, ... of each long request's items, so one long request among short ones (the
 # batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
-# 2048-token request: 6.2 (P-EAGLE, K = 3) 4.8 us, against 14.1 with one program per group
-# and 7.9 with one per request and chunk; the extra programs cost 1024 pure decodes 0.09-0.14
-# us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51; scripts/mixed_batch.py --only rounds).
+# 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us (6.0 with groups of 64),
+# against 14.1 with one program per group and 7.9 with one per request and chunk; the extra
+# programs cost 1024 pure decodes 0.09-0.14 us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51;
+# scripts/mixed_batch.py --only rounds).
 REMAINDER_SPLIT = tl.constexpr(4)
 I64_MAX = tl.constexpr(2**63 - 1)
 
