@@ -732,8 +732,10 @@ def _prepare_parallel_round_lanes_kernel(
         # query_start_loc[r] (the first position, the input ids), then the block table (the
         # entries' and the steps' slots). ptxas issues a load as late as it can, just before
         # its first use, and a warp stalls at a use until the load is back, so a load placed
-        # after another's use is a round trip of its own: 6.2 had six. A barrier (one warp:
-        # cheap) after each group keeps its loads ahead of it (benchmarks/results/round_lanes.txt:
+        # after another's use is a round trip of its own: 6.2 had four to seven. A barrier (one
+        # warp: cheap) after each group keeps its loads ahead of it; three or four remain, the
+        # steps' block-table read on some variants following a use of the entries' (scripts/
+        # load_trips.py --tile; benchmarks/results/round_lanes.txt:
         # 6.2 in this layout at R = 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 /
         # 1.67 / 1.70 before, 1.49 / 1.54 / 1.57 after; the draft model 1.80 / 1.70 / 1.76
         # before, 1.46 / 1.52 / 1.57 after).

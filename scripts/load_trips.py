@@ -2,7 +2,7 @@
 SASS: compiled on any machine (Triton's bundled ptxas and nvdisasm, no GPU), for the kernel
 variants that spec_ops.warmup launches (scripts/compile_kernels.py).
 
-    python scripts/load_trips.py [KERNEL ...] [--arch 90] [--warps N] [--all]
+    python scripts/load_trips.py [KERNEL ...] [--arch 90] [--warps N] [--all | --tile]
 
 A warp issues in order and waits at the first instruction that reads a register a load has not
 filled yet. Walking the instructions in order, each global load's trip is therefore one more
@@ -11,7 +11,9 @@ right after the grid-dependency wait, those of trip 2 once a trip-1 value has ar
 on. The estimate does not follow branches: code after a branch counts on from the deepest trip
 before it, so a loop's body shows up as further trips. Up to the first branch it is what the
 hardware does. Printed per kernel variant: each load with its trip and source line (--all), or
-the trips before the first branch and the number of loads at each.
+the trips before the first branch and the number of loads at each. --tile counts instead from
+the first branch to the first unconditional one: the round ops' lanes kernels branch first
+to send their remainder programs away, and the straight code that follows is the tile's.
 """
 
 import argparse
@@ -29,7 +31,7 @@ import compile_kernels  # noqa: E402
 import triton  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)\s*(.*)")
+INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)\s*(.*)")
 REGISTER = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
 SOURCE = re.compile(r'File "([^"]+)", line (\d+)')
 
@@ -62,7 +64,8 @@ def _registers(operand):
 
 
 def load_trips(lines):
-    """[(address, opcode, trip or None for a branch, source)] in program order."""
+    """[(address, opcode, trip, source)] in program order: trip None for a conditional
+    branch, 0 for an unconditional one."""
     filled_by = {}      # register -> trip of the load that writes it
     waited = 0          # the deepest trip the warp has waited for so far
     trips = []
@@ -70,7 +73,7 @@ def load_trips(lines):
         match = INSTRUCTION.match(text)
         if not match:
             continue
-        address, opcode, rest = match.groups()
+        address, predicate, opcode, rest = match.groups()
         operands = [operand.strip() for operand in rest.split(",")] if rest else []
         writes = not opcode.startswith(("ST", "BRA", "EXIT", "RET", "BAR", "RED", "ATOM"))
         destinations, sources = (operands[:1], operands[1:]) if writes and operands else ([],
@@ -87,7 +90,7 @@ def load_trips(lines):
                 for register in _registers(destination):
                     filled_by.pop(register, None)
             if opcode.startswith("BRA"):
-                trips.append((address, opcode, None, where))
+                trips.append((address, opcode, 0 if predicate is None else None, where))
     return trips
 
 
@@ -97,6 +100,8 @@ def main():
     parser.add_argument("--arch", type=int, default=90)
     parser.add_argument("--warps", type=int, default=None, help="override num_warps")
     parser.add_argument("--all", action="store_true", help="every load and branch")
+    parser.add_argument("--tile", action="store_true",
+                        help="from the first branch to the first unconditional one")
     options = parser.parse_args()
     for variant in compile_kernels.variants():
         name, warps, _, constexprs = variant
@@ -107,17 +112,20 @@ def main():
               f"constexprs={[value for _, value in constexprs]}")
         if options.all:
             for address, opcode, trip, where in trips:
-                print(f"  {address} {opcode:12s} {'branch' if trip is None else trip:>6} "
+                print(f"  {address} {opcode:12s} {'branch' if not trip else trip:>6} "
                       f"{where or ''}")
             continue
-        before = []
-        for _, _, trip, _ in trips:
-            if trip is None:
-                break
-            before.append(trip)
-        counts = {trip: before.count(trip) for trip in sorted(set(before))}
-        print(f"  before the first branch: {max(before, default=0)} trips, loads per trip "
-              f"{counts}")
+        if options.tile:
+            start = next((i for i, (_, _, trip, _) in enumerate(trips) if not trip), len(trips))
+            stop = next((i for i, (_, _, trip, _) in enumerate(trips) if trip == 0 and i > start),
+                        len(trips))
+            section, label = trips[start + 1:stop], "tile path"
+        else:
+            stop = next((i for i, (_, _, trip, _) in enumerate(trips) if not trip), len(trips))
+            section, label = trips[:stop], "before the first branch"
+        counted = [trip for _, _, trip, _ in section if trip]
+        counts = {trip: counted.count(trip) for trip in sorted(set(counted))}
+        print(f"  {label}: {max(counted, default=0)} trips, loads per trip {counts}")
 
 
 if __name__ == "__main__":

@@ -32,3 +32,24 @@ def test_load_trips_counts_the_dependent_round_trips():
     for name, summary in zip(names, summaries):
         expected = 1 if name == "_prepare_inputs_padded_kernel" else 2
         assert f"before the first branch: {expected} trips" in summary, result.stdout
+
+
+def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
+    """scripts/load_trips.py --tile on the round ops' lanes kernels: 6.1 and 6.3 wait for the
+    three round trips their data needs (the request's values; the positions; the block table).
+    6.2 for three or four: ptxas issues its draft steps' block-table read after a use of the
+    first pass's on some variants. Without the barriers that hold its load groups it had four
+    to seven, six or seven with the production dtypes."""
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    kernels = ["_prepare_eagle_round_lanes_kernel", "_prepare_parallel_round_lanes_kernel",
+               "_prepare_dflash_round_lanes_kernel"]
+    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")), "--tile",
+                             *kernels], env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    found = [(line.split()[0], int(summary.split()[2]))
+             for line, summary in zip(lines, lines[1:]) if summary.strip().startswith("tile path:")]
+    assert {name for name, _ in found} == set(kernels), result.stdout
+    for name, trips in found:
+        allowed = (3, 4) if name == "_prepare_parallel_round_lanes_kernel" else (3,)
+        assert trips in allowed, result.stdout
