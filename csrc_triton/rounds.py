@@ -6,7 +6,9 @@ Every program that needs a request's 1.1 and 1.2 state recomputes it in register
 over the request's W sampled columns), then issues every load its first chunk of tokens needs
 before its first store, so its chain of dependent global reads is three round trips: the
 inputs, the positions its slots start from, the block table (all draft steps' rows at once, as
-lanes of one vector). Further chunks of a long request load after that.
+lanes of one vector). Further chunks of a long request load after that. (How ptxas schedules
+the loads can add round trips: scripts/load_trips.py counts them; 6.2's lanes kernel holds
+its loads in groups with barriers.)
 
 Program (r, c) of a request's C programs writes chunk c of its first-pass tokens, BLOCK
 of them, and past the first C * BLOCK its chunks c, c + C, ... of WIDE_CHUNK (a long request
@@ -89,17 +91,18 @@ LANES_PADDING_CHUNK = tl.constexpr(PER_REQUEST_BLOCK)
 # pure decodes less: 6.1 at K = 1 / 3 / 7 took 1.45 / 1.49 / 1.68 us with 32 requests per
 # program, 1.41 / 1.42 / 1.52 with 64, 1.38 / 1.39 / 1.60 with 128; 6.3 1.45 / 1.48 / 1.52,
 # 1.39 / 1.45 / 1.44, 1.35 / 1.36 / 1.46. With one 256-token request among them 128 lost
-# (6.2 for P-EAGLE 3.26 us with 32, 3.78 with 128; 6.3 2.74 against 3.58), 64 less so
+# (6.2 for P-EAGLE 3.26 us with 32, 3.78 with 128; 6.3 2.75 against 3.58), 64 less so
 # (P-EAGLE 3.54 against 3.91 with 32 in the same run, 6.3 3.06 against 2.76;
 # benchmarks/results/round_lanes.txt).
 REMAINDER_REQS = tl.constexpr(64)
 # Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
 # c + SPLIT, ... of each long request's items, so one long request among short ones (the
 # batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
-# 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us (6.0 with groups of 64),
-# against 14.1 with one program per group and 7.9 with one per request and chunk; the extra
+# 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us, against 14.1 with one
+# program per group and 7.9 with one per request and chunk; with groups of 32 the extra
 # programs cost 1024 pure decodes 0.09-0.14 us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51;
-# scripts/mixed_batch.py --only rounds).
+# scripts/mixed_batch.py --only rounds). (The shipped kernels, groups of 64 and 6.2's load
+# groups: 6.0 us there; which change costs it is not established.)
 REMAINDER_SPLIT = tl.constexpr(4)
 I64_MAX = tl.constexpr(2**63 - 1)
 
@@ -738,7 +741,9 @@ def _prepare_parallel_round_lanes_kernel(
         # load_trips.py --tile; benchmarks/results/round_lanes.txt:
         # 6.2 in this layout at R = 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 /
         # 1.67 / 1.70 before, 1.49 / 1.54 / 1.57 after; the draft model 1.80 / 1.70 / 1.76
-        # before, 1.46 / 1.52 / 1.57 after).
+        # before, 1.46 / 1.52 / 1.57 after). The barriers hold the loads, not the arithmetic on
+        # their values, which ptxas still moves up: on some variants the input ids go out with
+        # the block-table reads (the same round trip).
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
         req = _lane_requests(row, lane, REQS)

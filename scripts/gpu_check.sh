@@ -4,7 +4,7 @@
 #   bash scripts/gpu_check.sh          the gpu-marked tests, the rest of the suite on CUDA, the
 #                                      benchmarks, the example on CUDA (~8 min)
 #   bash scripts/gpu_check.sh --quick  the gpu-marked tests and the benchmarks' headline
-#                                      numbers, for iteration (~3-4 min)
+#                                      numbers, for iteration (~5-6 min)
 #   STEPS=no-rest / STEPS=rest         everything but the rest of the suite / only that (two
 #                                      remote commands when one does not fit)
 #

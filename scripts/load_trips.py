@@ -99,9 +99,10 @@ def main():
     parser.add_argument("kernels", nargs="*", help="kernel names (default: every kernel)")
     parser.add_argument("--arch", type=int, default=90)
     parser.add_argument("--warps", type=int, default=None, help="override num_warps")
-    parser.add_argument("--all", action="store_true", help="every load and branch")
-    parser.add_argument("--tile", action="store_true",
-                        help="from the first branch to the first unconditional one")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--all", action="store_true", help="every load and branch")
+    shown.add_argument("--tile", action="store_true",
+                       help="from the first branch to the first unconditional one")
     options = parser.parse_args()
     for variant in compile_kernels.variants():
         name, warps, _, constexprs = variant

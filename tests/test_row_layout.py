@@ -285,12 +285,13 @@ def test_round_layouts_equal_cpu(op, seed, long_requests):
 def test_round_remainders_in_narrow_chunks(op, seed):
     """The remainder programs split a long request's items chunk by chunk (chunks c, c +
     REMAINDER_SPLIT, ... to program c of its group): with 16-item chunks, the 300-900-token
-    requests span many more chunks than a group has programs. 33 requests: two strided
-    groups, about three long requests among them."""
+    requests span many more chunks than a group has programs. 33 requests in groups of 16:
+    three strided groups, about three long requests among them."""
     args = engine_batch(sample(op, seed, 33, long_requests="prefill"))
     lengths = args[4][1:] - args[4][:-1]
     assert (lengths >= 300).any()
-    with mock.patch.object(rounds, "WIDE_CHUNK", tl.constexpr(16)):
+    with mock.patch.object(rounds, "WIDE_CHUNK", tl.constexpr(16)), \
+            mock.patch.object(rounds, "REMAINDER_REQS", tl.constexpr(16)):
         assert_layouts_equal_cpu(op, args)
 
 
