@@ -384,9 +384,9 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
     token, position, is_masked, is_rejected = expanded_tokens(
         target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots, num_tokens,
         next_token, first_position, parallel_drafting_token_id, padding_token_id, SHIFT)
-    keep = ~is_rejected & (position < max_model_len)
+    keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len)
     slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       tl.minimum(position, max_model_len - 1), owned & keep, BLOCK_SIZE)
+                       slot_position, owned & keep, BLOCK_SIZE)
     tl.store(out_input_ids_ptr + out, token, mask=owned)
     tl.store(out_positions_ptr + out, position, mask=owned)
     tl.store(out_masked_ptr + out, is_masked, mask=owned)
