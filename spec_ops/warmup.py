@@ -76,20 +76,24 @@ class _Inputs:
     def out(self, kind):
         return self.zeros(kind, self.out_len)
 
-    def block_table(self):
-        return self.zeros("block_table", 1, self.num_block_cols)
+    def block_table(self, num_reqs=1):
+        return self.zeros("block_table", num_reqs, self.num_block_cols)
 
-    def verified(self, width):
+    def verified(self, width, num_reqs=1, num_tokens=None):
         """sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
-        query_start_loc for one request of ``width`` tokens, all accepted."""
-        return (self.tensor("token_ids", [[1] * width]), self.zeros("mask", 1),
-                self.tensor("token_ids", [1]), self.tensor("counts", [width - 1]),
-                self.tensor("counts", [0, width]))
+        query_start_loc for ``num_reqs`` requests of ``num_tokens`` tokens (default ``width``),
+        ``width`` - 1 drafts each, all accepted."""
+        num_tokens = width if num_tokens is None else num_tokens
+        return (self.tensor("token_ids", [[1] * width] * num_reqs), self.zeros("mask", num_reqs),
+                self.tensor("token_ids", [1] * num_reqs),
+                self.tensor("counts", [(width - 1) * (r + 1) for r in range(num_reqs)]),
+                self.tensor("counts", [num_tokens * r for r in range(num_reqs + 1)]))
 
-    def target(self, width):
-        """target_token_ids, target_positions and seq_lens of that request."""
-        return (self.tensor("token_ids", [1] * width),
-                self.tensor("positions", list(range(width))), self.tensor("counts", [width]))
+    def target(self, num_tokens, num_reqs=1):
+        """target_token_ids, target_positions and seq_lens of those requests."""
+        return (self.tensor("token_ids", [1] * (num_reqs * num_tokens)),
+                self.tensor("positions", list(range(num_tokens)) * num_reqs),
+                self.tensor("counts", [num_tokens] * num_reqs))
 
 
 _WARMUPS = {}
@@ -235,22 +239,6 @@ def _round_batches(width, lanes, max_num_reqs):
     return sorted(shapes)
 
 
-def _round_inputs(x, width, num_reqs, num_tokens):
-    """6.0's inputs for ``num_reqs`` requests of ``num_tokens`` tokens, ``width`` - 1 drafts
-    each, all accepted: (sampled_token_ids, discard_request_mask, backup_next_token_ids,
-    cu_num_draft_tokens, query_start_loc), (target_token_ids, target_positions, seq_lens),
-    block_table."""
-    total = num_reqs * num_tokens
-    verified = (x.tensor("token_ids", [[1] * width] * num_reqs), x.zeros("mask", num_reqs),
-                x.tensor("token_ids", [1] * num_reqs),
-                x.tensor("counts", [(width - 1) * (r + 1) for r in range(num_reqs)]),
-                x.tensor("counts", [num_tokens * r for r in range(num_reqs + 1)]))
-    target = (x.tensor("token_ids", [1] * total),
-              x.tensor("positions", list(range(num_tokens)) * num_reqs),
-              x.tensor("counts", [num_tokens] * num_reqs))
-    return verified, target, x.zeros("block_table", num_reqs, x.num_block_cols)
-
-
 def _step_outs(x, num_steps, num_reqs):
     rows = max(num_steps, 1)
     return (x.zeros("positions", rows, num_reqs), x.zeros("slot_mapping", rows, num_reqs),
@@ -265,11 +253,10 @@ def _eagle_round(x, max_num_reqs):
     for width in x.widths:
         for num_reqs, num_tokens in _round_batches(width, round_lanes(width, num_steps),
                                                    max_num_reqs):
-            verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
-                x, width, num_reqs, num_tokens)
+            token_ids, positions, seq_lens = x.target(num_tokens, num_reqs)
             total = num_reqs * num_tokens
-            _call("prepare_eagle_round", *verified, token_ids, positions,
-                  x.zeros("slot_mapping", total), block_table, seq_lens,
+            _call("prepare_eagle_round", *x.verified(width, num_reqs, num_tokens), token_ids,
+                  positions, x.zeros("slot_mapping", total), x.block_table(num_reqs), seq_lens,
                   x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
                   x.zeros("counts", num_reqs), x.zeros("token_ids", total),
                   x.zeros("positions", total), x.zeros("slot_mapping", total),
@@ -289,11 +276,11 @@ def _parallel_round(x, max_num_reqs):
         num_new = num_slots - (1 if shift else 0)
         lanes = parallel_lanes(width, num_slots, shift, num_steps)
         for num_reqs, num_tokens in _round_batches(width, lanes, max_num_reqs):
-            verified, (token_ids, positions, seq_lens), block_table = _round_inputs(
-                x, width, num_reqs, num_tokens)
+            token_ids, positions, seq_lens = x.target(num_tokens, num_reqs)
             first_pass = num_reqs * (num_tokens + num_new)
-            _call("prepare_parallel_round", *verified, token_ids, positions, block_table,
-                  seq_lens, x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
+            _call("prepare_parallel_round", *x.verified(width, num_reqs, num_tokens), token_ids,
+                  positions, x.block_table(num_reqs), seq_lens, x.zeros("token_ids", num_reqs),
+                  x.zeros("counts", num_reqs),
                   x.zeros("token_ids", first_pass), x.zeros("positions", first_pass),
                   x.zeros("mask", first_pass), x.zeros("counts", num_reqs * num_slots),
                   x.zeros("counts", num_reqs * num_tokens),
@@ -313,11 +300,11 @@ def _dflash_round(x, max_num_reqs):
     for width in x.widths:
         for num_reqs, num_tokens in _round_batches(width, round_lanes(width, num_query),
                                                    max_num_reqs):
-            verified, (_, positions, seq_lens), block_table = _round_inputs(
-                x, width, num_reqs, num_tokens)
+            _, positions, seq_lens = x.target(num_tokens, num_reqs)
             total, queries = num_reqs * num_tokens, num_reqs * num_query
-            _call("prepare_dflash_round", *verified, positions, block_table, seq_lens,
-                  x.zeros("token_ids", num_reqs), x.zeros("counts", num_reqs),
+            _call("prepare_dflash_round", *x.verified(width, num_reqs, num_tokens), positions,
+                  x.block_table(num_reqs), seq_lens, x.zeros("token_ids", num_reqs),
+                  x.zeros("counts", num_reqs),
                   x.zeros("token_ids", queries), x.zeros("positions", total),
                   x.zeros("positions", queries), x.zeros("slot_mapping", total),
                   x.zeros("slot_mapping", queries), x.zeros("counts", num_reqs * x.k),
