@@ -101,9 +101,23 @@ REMAINDER_REQS = tl.constexpr(64)
 # 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us, against 14.1 with one
 # program per group and 7.9 with one per request and chunk; with groups of 32 the extra
 # programs cost 1024 pure decodes 0.09-0.14 us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51;
-# scripts/mixed_batch.py --only rounds). (The shipped kernels, groups of 64 and 6.2's load
-# groups: 6.0 us there; which change costs it is not established.)
+# scripts/mixed_batch.py --only rounds). (With groups of 64, 6.2's load groups and chunks of
+# 256: 6.0 us there; with REMAINDER_CHUNK's chunks: 4.9.)
 REMAINDER_SPLIT = tl.constexpr(4)
+# Items per chunk of a remainder program (6.2: PARALLEL_...), two per thread (four): a
+# 256-token request among 1024 decodes (K = 3) is one chunk of 256 otherwise, a single warp's
+# eight items per thread while the group's other programs have nothing to do. H200, CUDA graph,
+# us per call, chunks of 256 -> these (scripts/mixed_batch.py --only rounds; benchmarks/
+# results/round_lanes.txt, section 7): one 256-token request: 6.1 1.85 -> 1.63, P-EAGLE 3.74 ->
+# 2.42, the draft model 3.18 -> 2.35, 6.3 3.06 -> 1.68; eight: P-EAGLE 3.94 -> 2.52; one
+# 2048-token request: P-EAGLE 5.97 -> 4.90 (7.09 with 64-item chunks), the draft model 4.77 ->
+# 4.61. Pure decodes, whose remainder programs find nothing to do, came out 0.03-0.13 us slower
+# with K = 7 (6.2 for P-EAGLE at R = 1024: 1.83 -> 1.95; 6.3 at R = 1: 1.25 -> 1.28) and
+# within 0.03 either way with K <= 3 but for 6.2 at R = 1024 (P-EAGLE 1.74 -> 1.67, the draft
+# model 1.70 -> 1.77): the tile's code keeps its instructions (to within three) but compiles
+# in another order with other registers.
+REMAINDER_CHUNK = tl.constexpr(64)
+PARALLEL_REMAINDER_CHUNK = tl.constexpr(128)
 I64_MAX = tl.constexpr(2**63 - 1)
 
 
@@ -235,13 +249,14 @@ def _lane_requests(row, lane, REQS: tl.constexpr):
 
 @triton.jit
 def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, REQS: tl.constexpr,
-                        LANES: tl.constexpr):
+                        LANES: tl.constexpr, CHUNK: tl.constexpr):
     """A remainder program's REMAINDER_REQS requests g, g + G, g + 2G, ... of its group g
     (int64; strided, as row_group's, so that adjacent long requests land in different groups),
     which of them have items past their lanes, and the program's place among its group's
     REMAINDER_SPLIT: ([requests], rest, stop, whether, first chunk start, chunk step), the
     items [rest, stop) of the items j in [0, qsl[r+1] - qsl[r] + added) stored at
-    qsl[r] + r * added + j in a buffer of num_items (request_chunks' bounds)."""
+    qsl[r] + r * added + j in a buffer of num_items (request_chunks' bounds), in chunks of
+    CHUNK."""
     tiles = _tile_programs(num_reqs, REQS)
     program = tl.program_id(0) - tiles
     num_groups = (tl.num_programs(0) - tiles) // REMAINDER_SPLIT
@@ -254,8 +269,8 @@ def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, REQS: t
     stop = tl.where(is_request, tl.minimum(query_next - query_start + added, num_items - start),
                     0)
     rest = tl.maximum(tl.maximum(-start, 0), LANES)
-    return (req, rest, stop, rest < stop, (program % REMAINDER_SPLIT).to(tl.int64) * WIDE_CHUNK,
-            REMAINDER_SPLIT * WIDE_CHUNK)
+    return (req, rest, stop, rest < stop,
+            (program % REMAINDER_SPLIT).to(tl.int64) * CHUNK, REMAINDER_SPLIT * CHUNK)
 
 
 @triton.jit
@@ -570,7 +585,7 @@ def _prepare_eagle_round_lanes_kernel(
                      tl.where(over, -1, slot))
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_tokens, 0, REQS, LANES)
+            query_start_loc_ptr, num_reqs, num_tokens, 0, REQS, LANES, REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -582,7 +597,7 @@ def _prepare_eagle_round_lanes_kernel(
                 vocab_size, NUM_COLS)
             query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
             for chunk_start in range(request_rest + offset, request_stop, stride):
-                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
                 _eagle_first_pass(target_token_ids_ptr, target_positions_ptr,
                                   target_slot_mapping_ptr, out_input_ids_ptr,
                                   out_positions_ptr, out_slot_mapping_ptr,
@@ -807,7 +822,8 @@ def _prepare_parallel_round_lanes_kernel(
                      tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES)
+            query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES,
+            PARALLEL_REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -824,7 +840,7 @@ def _prepare_parallel_round_lanes_kernel(
                 mask=(query_start >= 0) & (query_start < num_tokens),
                 other=0).to(tl.int64)
             for chunk_start in range(request_rest + offset, request_stop, stride):
-                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                j = chunk_start + tl.arange(0, PARALLEL_REMAINDER_CHUNK)
                 _parallel_first_pass(
                     target_token_ids_ptr, block_table_ptr, block_table_row_stride,
                     num_block_cols, out_input_ids_ptr, out_positions_ptr,
@@ -1000,7 +1016,7 @@ def _prepare_dflash_round_lanes_kernel(
                  mask=(req == 0) & (lane == 0))
     else:
         requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_context, 0, REQS, LANES)
+            query_start_loc_ptr, num_reqs, num_context, 0, REQS, LANES, REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -1008,7 +1024,7 @@ def _prepare_dflash_round_lanes_kernel(
             context_start = tl.load(query_start_loc_ptr + request,
                                     mask=request < num_reqs, other=0).to(tl.int64)
             for chunk_start in range(row_value(rest, mine) + offset, request_stop, stride):
-                j = chunk_start + tl.arange(0, WIDE_CHUNK)
+                j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr,
                                block_table_row_stride, num_block_cols, request,

@@ -291,6 +291,8 @@ def test_round_remainders_in_narrow_chunks(op, seed):
     lengths = args[4][1:] - args[4][:-1]
     assert (lengths >= 300).any()
     with mock.patch.object(rounds, "WIDE_CHUNK", tl.constexpr(16)), \
+            mock.patch.object(rounds, "REMAINDER_CHUNK", tl.constexpr(16)), \
+            mock.patch.object(rounds, "PARALLEL_REMAINDER_CHUNK", tl.constexpr(16)), \
             mock.patch.object(rounds, "REMAINDER_REQS", tl.constexpr(16)):
         assert_layouts_equal_cpu(op, args)
 
