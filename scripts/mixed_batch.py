@@ -4,6 +4,7 @@ them.
 
     python scripts/mixed_batch.py [--tail LANES] [--lone LANES] [--wide LANES]
                                   [--round-warps WARPS] [--only single|rounds]
+                                  [--round-layouts]
 
 (Before any kernel compiles: --tail sets the row layouts' lanes per iteration of their flat
 loop, ROW_TAIL and 1.3's EXPAND_ROW_TAIL; --lone those of the loop of a group with one long
@@ -20,8 +21,9 @@ turned off (one program per request and chunk). bench_ops' inputs otherwise, out
 layouts compared. CUDA graph µs per call (bench_ops.graph_us).
 
 Round ops: the same 1024 requests from bench_rounds' batches (K = 3), n adjacent requests
-made chunked prefills of L tokens (no drafts, one sampled token). Their kernels have one
-layout (a program per request and chunk); outputs compared with the sequence each replaces.
+made chunked prefills of L tokens (no drafts, one sampled token); outputs compared with the
+sequence each replaces. --round-layouts: other batch sizes and long requests, each op's own
+layout choice against its lanes layout forced.
 """
 
 import argparse
@@ -101,6 +103,46 @@ def round_ops(k=3):
                   + (f"  MISMATCH {mismatches[:2]}" if mismatches else ""), flush=True)
 
 
+# (R, n, L) for --round-layouts: few long requests among many decodes, and many requests a
+# little longer than their lanes.
+ROUND_LAYOUT_CASES = ((1024, 1, 2048), (1024, 8, 256), (1024, 2, 1024), (1024, 4, 2048),
+                      (256, 1, 1024), (256, 32, 40), (64, 64, 12), (64, 8, 40), (64, 1, 512),
+                      (8, 1, 2048))
+
+
+def round_layouts(k=3):
+    """Each round method on R requests of bench_rounds' batches with n adjacent chunked
+    prefills of L tokens (ROUND_LAYOUT_CASES, from request R - n - min(100, R / 4) on): the
+    op's own layout choice against the lanes layout forced."""
+    import bench_rounds
+    from round_sequences import SEQUENCES
+    forced = (mock.patch.object(rounds, "lanes_pay", lambda *args: True),
+              mock.patch.object(rounds, "decode_sized",
+                                lambda num_tokens, num_reqs, lanes: lanes is not None))
+    print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced")
+    for method, op, inputs in bench_rounds.METHODS:
+        fn = getattr(torch.ops.spec_ops, op).default
+        for num_reqs, num_long, length in ROUND_LAYOUT_CASES:
+            first = max(num_reqs - num_long - min(100, num_reqs // 4), 0)
+            batch = functools.partial(bench_rounds._verified_batch,
+                                      long_requests=(first, num_long, length))
+            with mock.patch.object(bench_rounds, "_verified_batch", batch):
+                initial = bench_ops._fresh(inputs(num_reqs, k, torch.Generator().manual_seed(1)),
+                                           "cuda")
+            expected = bench_ops._outputs(op, SEQUENCES[op], initial)
+            cells = []
+            for patches in ((), forced):
+                with contextlib.ExitStack() as stack:
+                    for patch in patches:
+                        stack.enter_context(patch)
+                    mismatches = bench_ops._check(op, fn, initial, expected)
+                    args = bench_ops._op_args(op, bench_ops._fresh(initial))
+                    cells.append(f"{bench_ops.graph_us(lambda: fn(*args)):.3f}"
+                                 + ("  MISMATCH" if mismatches else ""))
+            print(f"{method:<12} R={num_reqs:<5} n={num_long:<3} L={length:<5} "
+                  + " / ".join(cells), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tail", type=int, default=None)
@@ -108,6 +150,8 @@ def main():
     parser.add_argument("--wide", type=int, default=None)
     parser.add_argument("--round-warps", type=int, default=None)
     parser.add_argument("--only", choices=("single", "rounds"), default=None)
+    parser.add_argument("--round-layouts", action="store_true",
+                        help="only the round ops' layout choice against the lanes layout")
     options = parser.parse_args()
     if options.tail is not None:
         for module in set(OPS.values()):
@@ -126,8 +170,12 @@ def main():
             launcher.num_warps = options.round_warps
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); empty kernel "
-          f"{floor:.3f}; {NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, "
-          f"among decodes of K + 1")
+          f"{floor:.3f}")
+    if options.round_layouts:
+        round_layouts()
+        return
+    print(f"{NUM_REQS} requests, K = {K}: n long requests of L tokens, adjacent, among decodes "
+          f"of K + 1")
     if options.only != "single":
         round_ops()
     if options.only == "rounds":
