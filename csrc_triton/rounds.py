@@ -135,14 +135,14 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
     return round_lanes(num_cols + num_padding_slots - (1 if shift else 0), num_steps)
 
 
-def _launch_lanes(launcher, num_reqs, lanes, args):
+def _launch_lanes(launcher, num_reqs, lanes, split, args):
     """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
-    each, at least one program), then the remainder's (REMAINDER_SPLIT per REMAINDER_REQS
-    requests)."""
+    each, at least one program), then the remainder's (``split``, a power of two, per
+    REMAINDER_REQS requests)."""
     reqs = 32 * LANES_WARPS // lanes
     grid = (cdiv(max(num_reqs, 1), reqs)
-            + REMAINDER_SPLIT.value * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
-    launcher(grid, (*args, reqs, lanes))
+            + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
+    launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
@@ -169,9 +169,27 @@ def closed_form_steps(max_model_len, num_steps):
 
 
 def decode_sized(num_tokens, num_reqs, lanes):
-    """Whether a batch takes the lanes layout: at most ``lanes`` tokens per request on average
-    (from shapes only)."""
+    """Whether a batch is decode-sized: at most ``lanes`` tokens per request on average (from
+    shapes only)."""
     return lanes is not None and num_tokens <= max(num_reqs, 1) * lanes
+
+
+def lanes_split(num_items, num_reqs, lanes, pays=True, long_pays=True):
+    """The lanes layout's remainder programs per group of REMAINDER_REQS requests, or None for
+    one program per request and chunk (from shapes only). A decode-sized batch gets
+    REMAINDER_SPLIT where the lanes layout pays (``pays``: lanes_pay for 6.2 and 6.3). A batch
+    above that whose average is within one per-request chunk, where the per-request layout
+    would leave a long request to one program, gets one remainder program per request of a
+    group (where ``long_pays``: lanes_pay for 6.2): a long request's chunks go round all of
+    them, and requests a little longer than their lanes get one each (_remainder_requests).
+    Longer batches take the per-request layout."""
+    if lanes is None:
+        return None
+    if decode_sized(num_items, num_reqs, lanes):
+        return REMAINDER_SPLIT.value if pays else None
+    if long_pays and num_chunks(num_items, num_reqs) == 1:
+        return REMAINDER_REQS.value
+    return None
 
 
 @triton.jit
@@ -248,19 +266,25 @@ def _lane_requests(row, lane, REQS: tl.constexpr):
 
 
 @triton.jit
-def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, REQS: tl.constexpr,
-                        LANES: tl.constexpr, CHUNK: tl.constexpr):
+def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift,
+                        REQS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr):
     """A remainder program's REMAINDER_REQS requests g, g + G, g + 2G, ... of its group g
-    (int64; strided, as row_group's, so that adjacent long requests land in different groups),
-    which of them have items past their lanes, and the program's place among its group's
-    REMAINDER_SPLIT: ([requests], rest, stop, whether, first chunk start, chunk step), the
-    items [rest, stop) of the items j in [0, qsl[r+1] - qsl[r] + added) stored at
-    qsl[r] + r * added + j in a buffer of num_items (request_chunks' bounds), in chunks of
-    CHUNK."""
+    (int64; strided, as row_group's, so that adjacent long requests land in different groups)
+    and its chunks of their items past their lanes: ([requests], first chunk start, stop,
+    whether it has any, chunk step). A request has the items [rest, stop) of the items j in
+    [0, qsl[r+1] - qsl[r] + added) stored at qsl[r] + r * added + j in a buffer of num_items
+    (request_chunks' bounds); the group's S programs (the grid's remainder programs over its
+    groups) deal out its requests' chunks of CHUNK items: chunk k of the q-th request with such
+    items to program (q + k) mod S, so one long request's chunks go round all S programs and
+    many requests with one chunk each go one to each program in turn. S = 2^shift (an
+    argument: a quotient by a value the kernel derives from its grid took the programs 0.3-0.4
+    us)."""
     tiles = _tile_programs(num_reqs, REQS)
-    program = tl.program_id(0) - tiles
-    num_groups = (tl.num_programs(0) - tiles) // REMAINDER_SPLIT
-    req = ((program // REMAINDER_SPLIT).to(tl.int64)
+    num_groups = (tl.maximum(num_reqs, 1) + REMAINDER_REQS - 1) // REMAINDER_REQS
+    shift = shift.to(tl.int32)
+    split = 1 << shift
+    program = (tl.program_id(0) - tiles).to(tl.int32)
+    req = ((program >> shift).to(tl.int64)
            + tl.arange(0, REMAINDER_REQS).to(tl.int64) * num_groups)
     is_request = req < num_reqs
     query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
@@ -269,8 +293,11 @@ def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, REQS: t
     stop = tl.where(is_request, tl.minimum(query_next - query_start + added, num_items - start),
                     0)
     rest = tl.maximum(tl.maximum(-start, 0), LANES)
-    return (req, rest, stop, rest < stop,
-            (program % REMAINDER_SPLIT).to(tl.int64) * CHUNK, REMAINDER_SPLIT * CHUNK)
+    pending = rest < stop
+    rank = tl.cumsum(pending.to(tl.int32), 0) - 1
+    first_chunk = (program - rank) & (split - 1)
+    first = rest + first_chunk.to(tl.int64) * CHUNK
+    return req, first, stop, pending & (first < stop), split.to(tl.int64) * CHUNK
 
 
 @triton.jit
@@ -538,7 +565,7 @@ def _prepare_eagle_round_lanes_kernel(
     max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
     step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, REQS: tl.constexpr,
-    LANES: tl.constexpr, PDL: tl.constexpr,
+    LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
     # c of request r: sampled column c, first-pass token qsl[r] + c, draft step c; lane 0 the
@@ -584,19 +611,20 @@ def _prepare_eagle_round_lanes_kernel(
                      lane.to(tl.int64), live, step_position, step_seq_len,
                      tl.where(over, -1, slot))
     else:
-        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_tokens, 0, REQS, LANES, REMAINDER_CHUNK)
+        requests, firsts, stop_at, pending, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift, REQS, LANES,
+            REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
-            request_rest = row_value(rest, mine)
+            request_first = row_value(firsts, mine)
             request_stop = row_value(stop_at, mine)
             next_token, count, last, rejected = _request_state(
                 sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
                 cu_num_draft_ptr, query_start_loc_ptr, request, request < num_reqs,
                 vocab_size, NUM_COLS)
             query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
-            for chunk_start in range(request_rest + offset, request_stop, stride):
+            for chunk_start in range(request_first, request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
                 _eagle_first_pass(target_token_ids_ptr, target_positions_ptr,
                                   target_slot_mapping_ptr, out_input_ids_ptr,
@@ -737,7 +765,7 @@ def _prepare_parallel_round_lanes_kernel(
     step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
     step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    REQS: tl.constexpr, LANES: tl.constexpr, PDL: tl.constexpr,
+    REQS: tl.constexpr, LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
     # c of request r: sampled column c, first-pass entry out_start + c, draft step c; lane 0
@@ -821,13 +849,13 @@ def _prepare_parallel_round_lanes_kernel(
                      lane.to(tl.int64), live, step_position, step_seq_len,
                      tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
     else:
-        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_first_pass, num_new, REQS, LANES,
-            PARALLEL_REMAINDER_CHUNK)
+        requests, firsts, stop_at, pending, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift, REQS,
+            LANES, PARALLEL_REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
-            request_rest = row_value(rest, mine)
+            request_first = row_value(firsts, mine)
             request_stop = row_value(stop_at, mine)
             next_token, count, last, rejected = _request_state(
                 sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
@@ -839,7 +867,7 @@ def _prepare_parallel_round_lanes_kernel(
                 target_positions_ptr + query_start,
                 mask=(query_start >= 0) & (query_start < num_tokens),
                 other=0).to(tl.int64)
-            for chunk_start in range(request_rest + offset, request_stop, stride):
+            for chunk_start in range(request_first, request_stop, stride):
                 j = chunk_start + tl.arange(0, PARALLEL_REMAINDER_CHUNK)
                 _parallel_first_pass(
                     target_token_ids_ptr, block_table_ptr, block_table_row_stride,
@@ -963,7 +991,7 @@ def _prepare_dflash_round_lanes_kernel(
     vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
     num_speculative_tokens: tl.int64,
     NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, REQS: tl.constexpr,
-    LANES: tl.constexpr, PDL: tl.constexpr,
+    LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (Q <= LANES). Lane c of
     # request r: sampled column c, context token qsl[r] + c, query c; lane 0 the per-request
@@ -1015,15 +1043,16 @@ def _prepare_dflash_round_lanes_kernel(
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req), num_reqs * num_query,
                  mask=(req == 0) & (lane == 0))
     else:
-        requests, rest, stop_at, pending, offset, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_context, 0, REQS, LANES, REMAINDER_CHUNK)
+        requests, firsts, stop_at, pending, stride = _remainder_requests(
+            query_start_loc_ptr, num_reqs, num_context, 0, remainder_shift, REQS, LANES,
+            REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
             request_stop = row_value(stop_at, mine)
             context_start = tl.load(query_start_loc_ptr + request,
                                     mask=request < num_reqs, other=0).to(tl.int64)
-            for chunk_start in range(row_value(rest, mine) + offset, request_stop, stride):
+            for chunk_start in range(row_value(firsts, mine), request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,
                                out_context_slot_ptr, block_table_ptr,
@@ -1061,8 +1090,9 @@ def launch_prepare_eagle_round(
             num_steps, out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
             out_step_seq_lens.stride()[0], num_cols, block_size)
     lanes = round_lanes(num_cols, num_steps)
-    if decode_sized(num_tokens, num_reqs, lanes) and closed_form_steps(max_model_len, num_steps):
-        _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, args)
+    split = lanes_split(num_tokens, num_reqs, lanes)
+    if split is not None and closed_form_steps(max_model_len, num_steps):
+        _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args)
         return
     _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                          grid_y=num_chunks(num_tokens, num_reqs))
@@ -1091,9 +1121,10 @@ def launch_prepare_parallel_round(
             out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
             out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size)
     lanes = parallel_lanes(num_cols, num_padding_slots_per_request, shift_input_ids, num_steps)
-    if (decode_sized(num_first_pass, num_reqs, lanes) and lanes_pay(num_reqs, num_cols)
-            and closed_form_steps(max_model_len, num_steps)):
-        _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, args)
+    pays = lanes_pay(num_reqs, num_cols)
+    split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
+    if split is not None and closed_form_steps(max_model_len, num_steps):
+        _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args)
         return
     _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                             grid_y=num_chunks(num_first_pass, num_reqs))
@@ -1117,8 +1148,9 @@ def launch_prepare_dflash_round(
             block_table.shape[1], vocab_size, parallel_drafting_token_id,
             num_speculative_tokens, num_cols, block_size)
     lanes = round_lanes(num_cols, num_speculative_tokens + 1)
-    if decode_sized(num_context, num_reqs, lanes) and lanes_pay(num_reqs, num_cols):
-        _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, args)
+    split = lanes_split(num_context, num_reqs, lanes, lanes_pay(num_reqs, num_cols))
+    if split is not None:
+        _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, split, args)
         return
     _prepare_dflash_round(max(num_reqs, 1),
                           (*args, next_power_of_2(num_speculative_tokens + 1),

@@ -23,7 +23,8 @@ layouts compared. CUDA graph µs per call (bench_ops.graph_us).
 Round ops: the same 1024 requests from bench_rounds' batches (K = 3), n adjacent requests
 made chunked prefills of L tokens (no drafts, one sampled token); outputs compared with the
 sequence each replaces. --round-layouts: other batch sizes and long requests, each op's own
-layout choice against its lanes layout forced.
+layout choice against its lanes layout forced (with REMAINDER_SPLIT remainder programs per
+group, and with one per request of a group).
 """
 
 import argparse
@@ -113,13 +114,16 @@ ROUND_LAYOUT_CASES = ((1024, 1, 2048), (1024, 8, 256), (1024, 2, 1024), (1024, 4
 def round_layouts(k=3):
     """Each round method on R requests of bench_rounds' batches with n adjacent chunked
     prefills of L tokens (ROUND_LAYOUT_CASES, from request R - n - min(100, R / 4) on): the
-    op's own layout choice against the lanes layout forced."""
+    op's own layout choice against the lanes layout forced (rounds.lanes_split)."""
     import bench_rounds
     from round_sequences import SEQUENCES
-    forced = (mock.patch.object(rounds, "lanes_pay", lambda *args: True),
-              mock.patch.object(rounds, "decode_sized",
-                                lambda num_tokens, num_reqs, lanes: lanes is not None))
-    print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced")
+    def forced(split):
+        return (mock.patch.object(rounds, "lanes_split",
+                                  lambda num_items, num_reqs, lanes, *pays: (
+                                      None if lanes is None else split)),)
+    print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced, "
+          f"{rounds.REMAINDER_SPLIT.value} remainder programs per group of "
+          f"{rounds.REMAINDER_REQS.value} requests / forced, one per request")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_reqs, num_long, length in ROUND_LAYOUT_CASES:
@@ -131,7 +135,8 @@ def round_layouts(k=3):
                                            "cuda")
             expected = bench_ops._outputs(op, SEQUENCES[op], initial)
             cells = []
-            for patches in ((), forced):
+            for patches in ((), forced(rounds.REMAINDER_SPLIT.value),
+                            forced(rounds.REMAINDER_REQS.value)):
                 with contextlib.ExitStack() as stack:
                     for patch in patches:
                         stack.enter_context(patch)

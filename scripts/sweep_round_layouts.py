@@ -28,9 +28,10 @@ from spec_ops._triton import rounds  # noqa: E402
 SIZES = tuple(int(n) for n in sys.argv[1].split(",")) if len(sys.argv) > 1 else (
     1, 64, 128, 256, 512, 1024)
 DRAFTS = tuple(int(n) for n in sys.argv[2].split(",")) if len(sys.argv) > 2 else (1, 3, 7)
-LAYOUTS = {
-    "per request": lambda num_items, num_reqs, lanes: False,
-    "lanes": lambda num_items, num_reqs, lanes: lanes is not None,
+LAYOUTS = {   # rounds.lanes_split, forced
+    "per request": lambda num_items, num_reqs, lanes, *pays: None,
+    "lanes": lambda num_items, num_reqs, lanes, *pays: (
+        None if lanes is None else rounds.REMAINDER_SPLIT.value),
 }
 
 
@@ -48,8 +49,7 @@ def main():
                 expected = bench_ops._outputs(op, SEQUENCES[op], initial)
                 cells = []
                 for choice in LAYOUTS.values():
-                    with mock.patch.object(rounds, "decode_sized", choice), \
-                            mock.patch.object(rounds, "lanes_pay", lambda *args: True):
+                    with mock.patch.object(rounds, "lanes_split", choice):
                         mismatches = bench_ops._check(op, fn, initial, expected)
                         us = bench_ops.graph_us(functools.partial(
                             fn, *bench_ops._op_args(op, bench_ops._fresh(initial))))

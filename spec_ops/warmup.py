@@ -5,10 +5,9 @@ constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch wit
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
 whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile
 width) or long enough for a query program of their own (1.4), whether a round op's batch takes
-its lanes layout and its lanes per request (6.2's depend on S and the draft steps; 6.2 and 6.3
-take it from LANES_MIN_REQS requests or LANES_MIN_COLS sampled columns), the power of two of
-K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count and whether the previous
-batch fits in as many rows. The first launch of a variant compiles it (or loads it from
+its lanes layout and its lanes per request (6.2's depend on S and the draft steps), the power
+of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count and whether the
+previous batch fits in as many rows. The first launch of a variant compiles it (or loads it from
 Triton's disk cache), which takes from milliseconds to a second, so a serving engine warms up
 once at startup.
 
@@ -229,13 +228,19 @@ def _computed_tokens(x, max_num_reqs):
 
 
 def _round_batches(width, lanes, max_num_reqs):
-    """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (the
-    lanes layout where the request fits its lanes), a request longer than its lanes (the
-    per-request layout: a chunked prefill), and, where the engine schedules that many, a
-    decode batch of LANES_MIN_REQS requests (6.2's and 6.3's lanes layout)."""
-    shapes = {(1, width), (1, (lanes or 0) + 1)}
-    if lanes is not None and max_num_reqs >= LANES_MIN_REQS:
-        shapes.add((LANES_MIN_REQS, width))
+    """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (6.1's
+    lanes layout; 6.2's and 6.3's per-request layout below LANES_MIN_REQS requests), a request
+    a little longer than its lanes (the lanes layout with its remainder programs: 6.1, 6.3,
+    and 6.2 with LANES_MIN_COLS sampled columns; rounds.lanes_split), one longer than a
+    per-request chunk (one program per request and chunk) and, where the engine schedules that
+    many, a decode batch of LANES_MIN_REQS requests (6.2's and 6.3's lanes layout). The lanes
+    layout compiles to one variant whatever the batch size and the number of remainder
+    programs."""
+    shapes = {(1, width), (1, PER_REQUEST_BLOCK + 1)}
+    if lanes is not None:
+        shapes.add((1, lanes + 1))
+        if max_num_reqs >= LANES_MIN_REQS:
+            shapes.add((LANES_MIN_REQS, width))
     return sorted(shapes)
 
 

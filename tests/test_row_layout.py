@@ -218,12 +218,15 @@ I64_MAX = 2**63 - 1
 
 
 def round_layouts():
-    """The round ops' two layouts, each forced at any batch size: (name, patches of the
-    choice)."""
-    return [("per request", [mock.patch.object(rounds, "decode_sized", lambda *args: False)]),
-            ("lanes", [mock.patch.object(rounds, "decode_sized",
-                                         lambda num_tokens, num_reqs, lanes: lanes is not None),
-                       mock.patch.object(rounds, "lanes_pay", lambda *args: True)])]
+    """The round ops' layouts, each forced at any batch size: (name, patches of the choice):
+    one program per request and chunk, and the lanes layout with REMAINDER_SPLIT remainder
+    programs per group and with one per request of a group (rounds.lanes_split)."""
+    def split(value):
+        return [mock.patch.object(rounds, "lanes_split",
+                                  lambda num_items, num_reqs, lanes, *pays: (
+                                      None if lanes is None else value))]
+    return [("per request", split(None)), ("lanes", split(rounds.REMAINDER_SPLIT.value)),
+            ("lanes, a remainder program per request", split(rounds.REMAINDER_REQS.value))]
 
 
 def assert_layouts_equal_cpu(op, args, lanes_possible=True):
@@ -244,7 +247,7 @@ def assert_layouts_equal_cpu(op, args, lanes_possible=True):
             stack.enter_context(mock.patch.object(Launcher, "__call__", record))
             got = run(op, args, TRITON)
         assert (kernels[0].endswith("_lanes_kernel")
-                == (name == "lanes" and lanes_possible)), (name, kernels)
+                == (name != "per request" and lanes_possible)), (name, kernels)
         for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
             assert actual.tolist() == want.tolist(), (name, f"output {i}")
 

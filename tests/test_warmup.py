@@ -85,11 +85,13 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     rows_kernels = {f"_{name}_rows_kernel" for name in (
         "compute_new_slot_mapping", "copy_and_expand_eagle_inputs",
         "copy_and_expand_dflash_inputs")}
-    # 6.1's lanes layout; 6.2's and 6.3's only from LANES_MIN_REQS requests (with K + 1 <
-    # LANES_MIN_COLS), which max_num_reqs = 20 never reaches (the next test).
+    # The lanes layouts of 6.1 and 6.3 (a request a little longer than its lanes); 6.2's only
+    # from LANES_MIN_REQS requests (with K + 1 < LANES_MIN_COLS), which max_num_reqs = 20 never
+    # reaches (the next test).
     lanes_kernel = "_prepare_eagle_round_lanes_kernel"
-    assert len(kernels) == len(KERNELS) + len(rows_kernels) + 1
-    assert rows_kernels | {lanes_kernel} <= kernels
+    lanes_kernels = {lanes_kernel, "_prepare_dflash_round_lanes_kernel"}
+    assert len(kernels) == len(KERNELS) + len(rows_kernels) + len(lanes_kernels)
+    assert rows_kernels | lanes_kernels <= kernels
     for name in rows_kernels:
         assert {c[-1] for n, c in launched if n == name} == set(ROW_COLS), name
     for name in ("_prepare_eagle_round_kernel", "_prepare_parallel_round_kernel",
@@ -98,6 +100,8 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     # (NUM_COLS, LANES) of 6.1's lanes layout: both widths, a lane per draft step.
     assert {(c[0], c[-1]) for n, c in launched if n == lanes_kernel} == {
         (width, round_lanes(width, k - 1)) for width in (1, k + 1)}
+    assert {(c[0], c[-1]) for n, c in launched if n == "_prepare_dflash_round_lanes_kernel"} == {
+        (width, round_lanes(width, k + 1)) for width in (1, k + 1)}
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
@@ -117,8 +121,8 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
 
 
 def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
-    """With max_num_reqs at least LANES_MIN_REQS, the round ops' warm-up reaches 6.2's and
-    6.3's lanes layouts too: (NUM_COLS, LANES) at both widths, 6.2's for each method (P-EAGLE:
+    """With max_num_reqs at least LANES_MIN_REQS, the round ops' warm-up reaches 6.2's lanes
+    layout too: (NUM_COLS, LANES) at both widths for all three, 6.2's for each method (P-EAGLE:
     shift, K - 1 entries added; PARD: K added; the draft model: 1 added and K - 1 draft
     steps)."""
     launched = launches_of_warmup(monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
