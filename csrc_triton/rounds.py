@@ -95,11 +95,12 @@ LANES_PADDING_CHUNK = tl.constexpr(PER_REQUEST_BLOCK)
 # (P-EAGLE 3.54 against 3.91 with 32 in the same run, 6.3 3.06 against 2.76;
 # benchmarks/results/round_lanes.txt).
 REMAINDER_REQS = tl.constexpr(64)
-# Remainder programs per group of REMAINDER_REQS requests: program c of a group takes chunks c,
-# c + SPLIT, ... of each long request's items, so one long request among short ones (the
-# batch's average stays decode-sized) is not one warp's alone. 1024 requests with one
-# 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us, against 14.1 with one
-# program per group and 7.9 with one per request and chunk; with groups of 32 the extra
+# Remainder programs per group of REMAINDER_REQS requests in a decode-sized batch (lanes_split
+# gives a batch above that one per request): the group's programs deal out its requests'
+# chunks (_remainder_requests), so one long request among short ones is not one warp's alone.
+# 1024 requests with one 2048-token request, groups of 32: 6.2 (P-EAGLE, K = 3) 4.8 us,
+# against 14.1 with one program per group and 7.9 with one per request and chunk (program c
+# then taking chunks c, c + SPLIT, ... of every request); with groups of 32 the extra
 # programs cost 1024 pure decodes 0.09-0.14 us (6.1 1.35 -> 1.48, 6.3 1.42 -> 1.51;
 # scripts/mixed_batch.py --only rounds). (With groups of 64, 6.2's load groups and chunks of
 # 256: 6.0 us there; with REMAINDER_CHUNK's chunks: 4.9.)
@@ -174,6 +175,18 @@ def decode_sized(num_tokens, num_reqs, lanes):
     return lanes is not None and num_tokens <= max(num_reqs, 1) * lanes
 
 
+# Batches above decode size: H200, CUDA graph, K = 3, R requests of which n adjacent ones are
+# chunked prefills of L tokens, us per call, one program per request and chunk -> the lanes
+# layout with one remainder program per request of a group (scripts/mixed_batch.py
+# --round-layouts; benchmarks/results/round_lanes.txt, section 9): R = 1024, n = 1, L = 2048:
+# 6.1 6.65 -> 2.44, 6.3 11.14 -> 2.59; n = 4: 6.2 for P-EAGLE 8.18 -> 3.17, the draft model
+# 9.28 -> 3.29; R = 256, n = 1, L = 1024: 6.1 4.00 -> 1.77, 6.2 4.33 -> 2.68, 6.3 5.84 -> 1.75.
+# Many requests a little longer than their lanes cost it: R = 64, n = 64, L = 12: 6.1 1.65 ->
+# 1.71, 6.3 1.33 -> 1.73, 6.2 1.58 -> 2.42, which at R = 64 gained little with one long
+# request (2.87 -> 2.57): 6.2 takes it from LANES_MIN_REQS requests only (R = 256, n = 32,
+# L = 40: 2.03 -> 2.63). With REMAINDER_SPLIT programs instead, the same batch took 11.2 us
+# (6.1), and 39.5 when a group's programs took chunks c, c + SPLIT, ... of each request in
+# turn, every one-chunk request falling to the first.
 def lanes_split(num_items, num_reqs, lanes, pays=True, long_pays=True):
     """The lanes layout's remainder programs per group of REMAINDER_REQS requests, or None for
     one program per request and chunk (from shapes only). A decode-sized batch gets
