@@ -18,9 +18,11 @@ request's draft steps.
 The grid has at least one program, so an empty batch still writes its padding entries: those
 are constants, dealt out chunk by chunk over all programs, each entry stored by exactly one.
 
-Each op has a second layout for decode-sized batches (at most LANES first-pass items per
-request on average, from shapes; 6.2 and 6.3 also need LANES_MIN_REQS requests or
-LANES_MIN_COLS sampled columns): one warp holds 32 / LANES requests, LANES lanes each, and
+Each op has a second layout, the lanes layout, for decode-sized batches (at most LANES
+first-pass items per request on average, from shapes; 6.2 and 6.3 also need LANES_MIN_REQS
+requests or LANES_MIN_COLS sampled columns) and for batches above that within one
+PER_REQUEST_BLOCK chunk per request on average (6.2 with LANES_MIN_REQS requests or
+LANES_MIN_COLS columns; lanes_split): one warp holds 32 / LANES requests, LANES lanes each, and
 every lane of a request computes the request's state. Lane c reads sampled column c, writes
 first-pass item c and draft step c. Items past a request's lanes (a chunked prefill among
 decodes) are written by remainder programs launched after the tile's (_remainder_requests).
