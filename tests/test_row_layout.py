@@ -282,6 +282,37 @@ def test_round_layouts_equal_cpu(op, seed, long_requests):
     assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
 
 
+@pytest.mark.parametrize("op", ROUND_OPS)
+def test_round_remainders_dealt_over_strided_groups(op):
+    """150 requests, three strided groups of remainder programs: a dozen 300-900-token chunked
+    prefills and many requests a few tokens past their lanes, whose chunks each group's
+    programs deal out by the requests' rank. Every layout writes what the CPU kernel writes;
+    the op's own choice (the batch's average is above its lanes, within one per-request chunk)
+    is the lanes layout with a remainder program per request of a group, for 6.1 and 6.3."""
+    args = engine_batch(sample(op, 3, 150, long_requests="prefill"))
+    lengths = (args[4][1:] - args[4][:-1]).tolist()
+    assert sum(n >= 300 for n in lengths) >= 5 and sum(5 <= n < 300 for n in lengths) >= 10
+    assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
+    if op != "prepare_parallel_round" and lanes_possible(op, args):
+        lanes = (rounds.round_lanes(args[0].shape[1], args[22]) if op == EAGLE
+                 else rounds.round_lanes(args[0].shape[1], args[21] + 1))
+        assert rounds.lanes_split(args[4][-1].item(), 150, lanes) == rounds.REMAINDER_REQS.value
+
+
+def test_lanes_split_follows_the_batch_shape():
+    """The round ops' layout choice from shapes (rounds.lanes_split): decode-sized batches take
+    the lanes layout with REMAINDER_SPLIT remainder programs per group where it pays, batches
+    within one per-request chunk per request on average one per request of a group (6.2: where
+    it pays), longer batches and lanes too wide the per-request layout."""
+    split, per_request = rounds.REMAINDER_SPLIT.value, rounds.REMAINDER_REQS.value
+    assert rounds.lanes_split(4 * 1024, 1024, 4) == split
+    assert rounds.lanes_split(4 * 64, 64, 4, pays=False) is None
+    assert rounds.lanes_split(4 * 1024 + 2048, 1024, 4) == per_request
+    assert rounds.lanes_split(4 * 64 + 2048, 64, 4, True, long_pays=False) is None
+    assert rounds.lanes_split(64 * 1024 + 1, 1024, 4) is None
+    assert rounds.lanes_split(4, 1, None) is None
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="a compiled kernel keeps the chunk width it compiled with")
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("seed", range(4))
