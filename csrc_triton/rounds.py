@@ -195,15 +195,16 @@ def lanes_split(num_items, num_reqs, lanes, pays=True, long_pays=True):
     REMAINDER_SPLIT where the lanes layout pays (``pays``: lanes_pay for 6.2 and 6.3). A batch
     above that whose average is within one per-request chunk, where the per-request layout
     would leave a long request to one program, gets one remainder program per request of a
-    group (where ``long_pays``: lanes_pay for 6.2): a long request's chunks go round all of
-    them, and requests a little longer than their lanes get one each (_remainder_requests).
-    Longer batches take the per-request layout."""
+    group (a power of two: a batch of fewer requests has as many in its one group; where
+    ``long_pays``: lanes_pay for 6.2): a long request's chunks go round all of them, and
+    requests a little longer than their lanes get one each (_remainder_requests). Longer
+    batches take the per-request layout."""
     if lanes is None:
         return None
     if decode_sized(num_items, num_reqs, lanes):
         return REMAINDER_SPLIT.value if pays else None
     if long_pays and num_chunks(num_items, num_reqs) == 1:
-        return REMAINDER_REQS.value
+        return min(REMAINDER_REQS.value, next_power_of_2(max(num_reqs, 1)))
     return None
 
 

@@ -123,7 +123,8 @@ def round_layouts(k=3):
                                       None if lanes is None else split)),)
     print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced, "
           f"{rounds.REMAINDER_SPLIT.value} remainder programs per group of "
-          f"{rounds.REMAINDER_REQS.value} requests / forced, one per request")
+          f"{rounds.REMAINDER_REQS.value} requests / forced, {rounds.REMAINDER_REQS.value} "
+          f"per group (one per request of a full group)")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_reqs, num_long, length in ROUND_LAYOUT_CASES:

@@ -20,7 +20,7 @@ from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
 from samples import clone_args, sample, written_arg_indices
 from spec_ops._triton import dflash, expand, rounds
-from spec_ops._triton._launch import ROW_COLS, Launcher
+from spec_ops._triton._launch import ROW_COLS, Launcher, next_power_of_2
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 POISON, PAD = -7777, 32
@@ -224,9 +224,12 @@ def round_layouts():
     def split(value):
         return [mock.patch.object(rounds, "lanes_split",
                                   lambda num_items, num_reqs, lanes, *pays: (
-                                      None if lanes is None else value))]
-    return [("per request", split(None)), ("lanes", split(rounds.REMAINDER_SPLIT.value)),
-            ("lanes, a remainder program per request", split(rounds.REMAINDER_REQS.value))]
+                                      None if lanes is None else value(num_reqs)))]
+    return [("per request", split(lambda num_reqs: None)),
+            ("lanes", split(lambda num_reqs: rounds.REMAINDER_SPLIT.value)),
+            ("lanes, a remainder program per request", split(
+                lambda num_reqs: min(rounds.REMAINDER_REQS.value,
+                                     next_power_of_2(max(num_reqs, 1)))))]
 
 
 def assert_layouts_equal_cpu(op, args, lanes_possible=True):
@@ -308,6 +311,7 @@ def test_lanes_split_follows_the_batch_shape():
     assert rounds.lanes_split(4 * 1024, 1024, 4) == split
     assert rounds.lanes_split(4 * 64, 64, 4, pays=False) is None
     assert rounds.lanes_split(4 * 1024 + 2048, 1024, 4) == per_request
+    assert rounds.lanes_split(4 * 20 + 500, 20, 4) == 32     # the group's 20 requests
     assert rounds.lanes_split(4 * 64 + 2048, 64, 4, True, long_pays=False) is None
     assert rounds.lanes_split(64 * 1024 + 1, 1024, 4) is None
     assert rounds.lanes_split(4, 1, None) is None
