@@ -79,6 +79,17 @@ def outputs(name, state):
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+def round_batch(bench_rounds, inputs, num_reqs, k, num_long, length):
+    """A method's inputs (bench_rounds.METHODS' ``inputs``) for ``num_reqs`` of bench_rounds'
+    requests with K = k, ``num_long`` adjacent ones from request R - n - min(100, R / 4) on made
+    chunked prefills of ``length`` tokens, as CUDA tensors."""
+    first = max(num_reqs - num_long - min(100, num_reqs // 4), 0)
+    batch = functools.partial(bench_rounds._verified_batch,
+                              long_requests=(first, num_long, length))
+    with mock.patch.object(bench_rounds, "_verified_batch", batch):
+        return bench_ops._fresh(inputs(num_reqs, k, torch.Generator().manual_seed(1)), "cuda")
+
+
 def round_ops(k=3):
     """Each round method at NUM_REQS requests of bench_rounds' batches, with n adjacent
     chunked prefills of L tokens (ROUND_CASES) from request NUM_REQS - n - 100 on."""
@@ -91,11 +102,7 @@ def round_ops(k=3):
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_long, length in ROUND_CASES:
-            batch = functools.partial(bench_rounds._verified_batch, long_requests=(
-                NUM_REQS - num_long - 100, num_long, length))
-            with mock.patch.object(bench_rounds, "_verified_batch", batch):
-                initial = bench_ops._fresh(inputs(NUM_REQS, k, torch.Generator().manual_seed(1)),
-                                           "cuda")
+            initial = round_batch(bench_rounds, inputs, NUM_REQS, k, num_long, length)
             expected = bench_ops._outputs(op, fn, initial)
             mismatches = bench_ops._check(op, SEQUENCES[op], initial, expected)
             args = bench_ops._op_args(op, bench_ops._fresh(initial))
@@ -113,14 +120,14 @@ ROUND_LAYOUT_CASES = ((1024, 1, 2048), (1024, 8, 256), (1024, 2, 1024), (1024, 4
 
 def round_layouts(k=3):
     """Each round method on R requests of bench_rounds' batches with n adjacent chunked
-    prefills of L tokens (ROUND_LAYOUT_CASES, from request R - n - min(100, R / 4) on): the
-    op's own layout choice against the lanes layout forced (rounds.lanes_split)."""
+    prefills of L tokens (ROUND_LAYOUT_CASES, round_batch): the op's own layout choice against
+    the lanes layout forced (rounds.lanes_split)."""
     import bench_rounds
     from round_sequences import SEQUENCES
     def forced(split):
-        return (mock.patch.object(rounds, "lanes_split",
-                                  lambda num_items, num_reqs, lanes, *pays: (
-                                      None if lanes is None else split)),)
+        return mock.patch.object(rounds, "lanes_split",
+                                 lambda num_items, num_reqs, lanes, *pays: (
+                                     None if lanes is None else split))
     print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced, "
           f"{rounds.REMAINDER_SPLIT.value} remainder programs per group of "
           f"{rounds.REMAINDER_REQS.value} requests / forced, {rounds.REMAINDER_REQS.value} "
@@ -128,19 +135,12 @@ def round_layouts(k=3):
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_reqs, num_long, length in ROUND_LAYOUT_CASES:
-            first = max(num_reqs - num_long - min(100, num_reqs // 4), 0)
-            batch = functools.partial(bench_rounds._verified_batch,
-                                      long_requests=(first, num_long, length))
-            with mock.patch.object(bench_rounds, "_verified_batch", batch):
-                initial = bench_ops._fresh(inputs(num_reqs, k, torch.Generator().manual_seed(1)),
-                                           "cuda")
+            initial = round_batch(bench_rounds, inputs, num_reqs, k, num_long, length)
             expected = bench_ops._outputs(op, SEQUENCES[op], initial)
             cells = []
-            for patches in ((), forced(rounds.REMAINDER_SPLIT.value),
-                            forced(rounds.REMAINDER_REQS.value)):
-                with contextlib.ExitStack() as stack:
-                    for patch in patches:
-                        stack.enter_context(patch)
+            for layout in (contextlib.nullcontext(), forced(rounds.REMAINDER_SPLIT.value),
+                           forced(rounds.REMAINDER_REQS.value)):
+                with layout:
                     mismatches = bench_ops._check(op, fn, initial, expected)
                     args = bench_ops._op_args(op, bench_ops._fresh(initial))
                     cells.append(f"{bench_ops.graph_us(lambda: fn(*args)):.3f}"
