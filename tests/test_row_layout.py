@@ -258,18 +258,23 @@ def assert_layouts_equal_cpu(op, args, lanes_possible=True):
 ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
 
 
+def op_lanes(op, args):
+    """The op's lanes per request for this call (None where they exceed MAX_LANES)."""
+    if op == "prepare_dflash_round":
+        return rounds.round_lanes(args[0].shape[1], args[21] + 1)
+    if op == "prepare_eagle_round":
+        return rounds.round_lanes(args[0].shape[1], args[22])
+    return rounds.parallel_lanes(args[0].shape[1], args[25], args[26], args[29])
+
+
 def lanes_possible(op, args):
     """Whether the op's lanes layout can take this call (forced at any size): its lanes fit and
     its draft steps have a closed form."""
     if op == "prepare_dflash_round":
-        return rounds.round_lanes(args[0].shape[1], args[21] + 1) is not None
-    if op == "prepare_eagle_round":
-        lanes = rounds.round_lanes(args[0].shape[1], args[22])
-        max_model_len, num_steps = args[21], args[22]
-    else:
-        lanes = rounds.parallel_lanes(args[0].shape[1], args[25], args[26], args[29])
-        max_model_len, num_steps = args[28], args[29]
-    return lanes is not None and rounds.closed_form_steps(max_model_len, num_steps)
+        return op_lanes(op, args) is not None
+    max_model_len, num_steps = (args[21], args[22]) if op == "prepare_eagle_round" else (
+        args[28], args[29])
+    return op_lanes(op, args) is not None and rounds.closed_form_steps(max_model_len, num_steps)
 
 
 @pytest.mark.parametrize("op", ROUND_OPS)
@@ -297,9 +302,9 @@ def test_round_remainders_dealt_over_strided_groups(op):
     assert sum(n >= 300 for n in lengths) >= 5 and sum(5 <= n < 300 for n in lengths) >= 10
     assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
     if op != "prepare_parallel_round" and lanes_possible(op, args):
-        lanes = (rounds.round_lanes(args[0].shape[1], args[22]) if op == EAGLE
-                 else rounds.round_lanes(args[0].shape[1], args[21] + 1))
-        assert rounds.lanes_split(args[4][-1].item(), 150, lanes) == rounds.REMAINDER_REQS.value
+        # The items the launch counts: 6.1's target tokens, 6.3's context positions.
+        assert (rounds.lanes_split(args[5].shape[0], 150, op_lanes(op, args))
+                == rounds.REMAINDER_REQS.value)
 
 
 def test_lanes_split_follows_the_batch_shape():
@@ -321,10 +326,10 @@ def test_lanes_split_follows_the_batch_shape():
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("seed", range(4))
 def test_round_remainders_in_narrow_chunks(op, seed):
-    """The remainder programs split a long request's items chunk by chunk (chunks c, c +
-    REMAINDER_SPLIT, ... to program c of its group): with 16-item chunks, the 300-900-token
-    requests span many more chunks than a group has programs. 33 requests in groups of 16:
-    three strided groups, about three long requests among them."""
+    """The remainder programs deal out a long request's items chunk by chunk (chunk k of the
+    q-th request with such items to program (q + k) mod S of its group): with 16-item chunks,
+    the 300-900-token requests span many more chunks than a group has programs. 33 requests
+    in groups of 16: three strided groups, about three long requests among them."""
     args = engine_batch(sample(op, seed, 33, long_requests="prefill"))
     lengths = args[4][1:] - args[4][:-1]
     assert (lengths >= 300).any()
