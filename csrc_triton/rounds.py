@@ -20,12 +20,13 @@ are constants, dealt out chunk by chunk over all programs, each entry stored by 
 
 Each op has a second layout, the lanes layout, for decode-sized batches (at most LANES
 first-pass items per request on average, from shapes; 6.2 and 6.3 also need LANES_MIN_REQS
-requests or LANES_MIN_COLS sampled columns) and for batches above that within one
-PER_REQUEST_BLOCK chunk per request on average (6.2 with LANES_MIN_REQS requests or
-LANES_MIN_COLS columns; lanes_split): one warp holds 32 / LANES requests, LANES lanes each, and
-every lane of a request computes the request's state. Lane c reads sampled column c, writes
-first-pass item c and draft step c. Items past a request's lanes (a chunked prefill among
-decodes) are written by remainder programs launched after the tile's (_remainder_requests).
+requests or LANES_MIN_COLS sampled columns) and for batches of several requests above that
+whose PER_REQUEST_BLOCK chunks are no more than their groups' remainder programs (6.2 with
+LANES_MIN_REQS requests or LANES_MIN_COLS columns; lanes_split): one warp holds 32 / LANES
+requests, LANES lanes each, and every lane of a request computes the request's state. Lane c
+reads sampled column c, writes first-pass item c and draft step c. Items past a request's
+lanes (a chunked prefill among decodes) are written by remainder programs launched after the
+tile's (_remainder_requests).
 """
 
 import triton
@@ -189,23 +190,33 @@ def decode_sized(num_tokens, num_reqs, lanes):
 # L = 40: 2.03 -> 2.63). With REMAINDER_SPLIT programs instead, the same batch took 11.2 us
 # (6.1), and 39.5 when a group's programs took chunks c, c + SPLIT, ... of each request in
 # turn, every one-chunk request falling to the first.
+# Below REMAINDER_REQS requests the batch is one group, and it takes the lanes layout while its
+# chunks are no more than the group's REMAINDER_REQS programs, with a program per request or
+# per chunk (section 10): 6.1 / 6.3 at R = 32, n = 1, L = 2048 3.98 -> 1.71 / 5.83 -> 1.65, at
+# R = 8, n = 1, L = 2048 2.73 -> 1.72 / 3.49 -> 1.64, at R = 16, n = 2, L = 1024 2.73 -> 1.72 /
+# 3.08 -> 1.64; where every request is long it costs them 0.12-0.16 / 0.28-0.36 (R = 4, n = 4,
+# L = 1024: 1.56 -> 1.72 / 1.29 -> 1.65). A single request, which no other can hold back,
+# keeps one program per chunk (R = 1, L = 2048: 1.52 against 1.69 / 1.30 against 1.64).
 def lanes_split(num_items, num_reqs, lanes, pays=True, long_pays=True):
     """The lanes layout's remainder programs per group of REMAINDER_REQS requests, or None for
     one program per request and chunk (from shapes only). A decode-sized batch gets
     REMAINDER_SPLIT where the lanes layout pays (``pays``: lanes_pay for 6.2 and 6.3). A batch
-    above that whose average is within one per-request chunk, where the per-request layout
-    would leave a long request to one program, gets one remainder program per request of a
-    group (a power of two: a batch of fewer requests has as many in its one group; where
-    ``long_pays``: lanes_pay for 6.2): a long request's chunks go round all of them, and
-    requests a little longer than their lanes get one each (_remainder_requests). Longer
-    batches take the per-request layout."""
+    of several requests above that whose chunks of PER_REQUEST_BLOCK items are no more than its
+    groups' REMAINDER_REQS programs each, where the per-request layout would leave a long
+    request to its few programs, gets one remainder program per request or per chunk, whichever
+    is more (a power of two, at most REMAINDER_REQS; where ``long_pays``: lanes_pay for 6.2):
+    the group's chunks go round all of them (_remainder_requests). Longer batches and a single
+    request take the per-request layout."""
     if lanes is None:
         return None
     if decode_sized(num_items, num_reqs, lanes):
         return REMAINDER_SPLIT.value if pays else None
-    if long_pays and num_chunks(num_items, num_reqs) == 1:
-        return min(REMAINDER_REQS.value, next_power_of_2(max(num_reqs, 1)))
-    return None
+    if not long_pays or num_reqs <= 1:
+        return None
+    chunks = cdiv(num_items, PER_REQUEST_BLOCK)
+    if chunks > cdiv(num_reqs, REMAINDER_REQS.value) * REMAINDER_REQS.value:
+        return None
+    return min(REMAINDER_REQS.value, next_power_of_2(max(num_reqs, chunks)))
 
 
 @triton.jit
@@ -286,15 +297,18 @@ def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift,
                         REQS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr):
     """A remainder program's REMAINDER_REQS requests g, g + G, g + 2G, ... of its group g
     (int64; strided, as row_group's, so that adjacent long requests land in different groups)
-    and its chunks of their items past their lanes: ([requests], first chunk start, stop,
-    whether it has any, chunk step). A request has the items [rest, stop) of the items j in
-    [0, qsl[r+1] - qsl[r] + added) stored at qsl[r] + r * added + j in a buffer of num_items
-    (request_chunks' bounds); the group's S programs (the grid's remainder programs over its
-    groups) deal out its requests' chunks of CHUNK items: chunk k of the q-th request with such
-    items to program (q + k) mod S, so one long request's chunks go round all S programs and
-    many requests with one chunk each go one to each program in turn. S = 2^shift (an
-    argument: a quotient by a value the kernel derives from its grid took the programs 0.3-0.4
-    us)."""
+    and its chunks of their items past their lanes: ([requests], their qsl[r], first chunk
+    start, stop, whether it has any, chunk step). A request has the items [rest, stop) of the
+    items j in [0, qsl[r+1] - qsl[r] + added) stored at qsl[r] + r * added + j in a buffer of
+    num_items (request_chunks' bounds). The group's S programs (the grid's remainder programs
+    over its groups) deal out its requests' chunks of CHUNK items as one sequence: chunk k of a
+    request whose chunks follow c chunks of the group's earlier requests goes to program
+    (c + k) mod S, so each program gets every S-th chunk of the group, whichever requests hold
+    them. (Dealt by the requests' rank instead, chunk k of the q-th request to program
+    (q + k) mod S, a program took up to four chunks of as many requests where the group's
+    chunks were no more than its programs: 16 requests of 200 tokens, 6.1 3.6 us per call
+    against 1.7 on the H200; round_lanes.txt, section 10.) S = 2^shift (an argument: a
+    quotient by a value the kernel derives from its grid took the programs 0.3-0.4 us)."""
     tiles = _tile_programs(num_reqs, REQS)
     num_groups = (tl.maximum(num_reqs, 1) + REMAINDER_REQS - 1) // REMAINDER_REQS
     shift = shift.to(tl.int32)
@@ -310,10 +324,13 @@ def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift,
                     0)
     rest = tl.maximum(tl.maximum(-start, 0), LANES)
     pending = rest < stop
-    rank = tl.cumsum(pending.to(tl.int32), 0) - 1
-    first_chunk = (program - rank) & (split - 1)
+    # Chunks per request, and the group's chunks before each request's (int32: only their
+    # remainder modulo S is used, which wrapping keeps).
+    chunks = tl.where(pending, (stop - rest + CHUNK - 1) // CHUNK, 0).to(tl.int32)
+    first_chunk = (program - (tl.cumsum(chunks, 0) - chunks)) & (split - 1)
     first = rest + first_chunk.to(tl.int64) * CHUNK
-    return req, first, stop, pending & (first < stop), split.to(tl.int64) * CHUNK
+    return (req, query_start, first, stop, pending & (first < stop),
+            split.to(tl.int64) * CHUNK)
 
 
 @triton.jit
@@ -627,7 +644,7 @@ def _prepare_eagle_round_lanes_kernel(
                      lane.to(tl.int64), live, step_position, step_seq_len,
                      tl.where(over, -1, slot))
     else:
-        requests, firsts, stop_at, pending, stride = _remainder_requests(
+        requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift, REQS, LANES,
             REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
@@ -639,6 +656,9 @@ def _prepare_eagle_round_lanes_kernel(
                 sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
                 cu_num_draft_ptr, query_start_loc_ptr, request, request < num_reqs,
                 vocab_size, NUM_COLS)
+            # Read again rather than picked from the registers (_remainder_requests): the read
+            # shares the request state's round trip, the pick is a reduction over the group
+            # (0.02-0.04 us slower on the H200, round_lanes.txt section 10; 6.2 likewise).
             query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
             for chunk_start in range(request_first, request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
@@ -865,7 +885,7 @@ def _prepare_parallel_round_lanes_kernel(
                      lane.to(tl.int64), live, step_position, step_seq_len,
                      tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
     else:
-        requests, firsts, stop_at, pending, stride = _remainder_requests(
+        requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift, REQS,
             LANES, PARALLEL_REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
@@ -1059,15 +1079,16 @@ def _prepare_dflash_round_lanes_kernel(
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req), num_reqs * num_query,
                  mask=(req == 0) & (lane == 0))
     else:
-        requests, firsts, stop_at, pending, stride = _remainder_requests(
+        requests, starts, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_context, 0, remainder_shift, REQS, LANES,
             REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
             request_stop = row_value(stop_at, mine)
-            context_start = tl.load(query_start_loc_ptr + request,
-                                    mask=request < num_reqs, other=0).to(tl.int64)
+            # From the registers: read again, it was a round trip of its own ahead of the
+            # context's reads (0.04-0.05 us per call on the H200, round_lanes.txt section 10).
+            context_start = row_value(starts, mine)
             for chunk_start in range(row_value(firsts, mine), request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
                 context_tokens(target_positions_ptr, out_context_positions_ptr,

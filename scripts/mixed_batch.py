@@ -23,8 +23,8 @@ layouts compared. CUDA graph µs per call (bench_ops.graph_us).
 Round ops: the same 1024 requests from bench_rounds' batches (K = 3), n adjacent requests
 made chunked prefills of L tokens (no drafts, one sampled token); outputs compared with the
 sequence each replaces. --round-layouts: other batch sizes and long requests, each op's own
-layout choice against its lanes layout forced (with REMAINDER_SPLIT remainder programs per
-group, and with one per request of a group).
+layout choice against one program per request and chunk forced and its lanes layout forced
+(with REMAINDER_SPLIT remainder programs per group, and with REMAINDER_REQS).
 """
 
 import argparse
@@ -115,7 +115,8 @@ def round_ops(k=3):
 # little longer than their lanes.
 ROUND_LAYOUT_CASES = ((1024, 1, 2048), (1024, 8, 256), (1024, 2, 1024), (1024, 4, 2048),
                       (256, 1, 1024), (256, 32, 40), (64, 64, 12), (64, 8, 40), (64, 1, 512),
-                      (8, 1, 2048))
+                      (32, 1, 2048), (16, 2, 1024), (8, 1, 2048), (16, 16, 200), (8, 8, 256),
+                      (4, 4, 1024), (1, 1, 2048), (1, 1, 300))
 
 
 def round_layouts(k=3):
@@ -128,17 +129,19 @@ def round_layouts(k=3):
         return mock.patch.object(rounds, "lanes_split",
                                  lambda num_items, num_reqs, lanes, *pays: (
                                      None if lanes is None else split))
-    print(f"round ops, K = {k}: the op's layout choice / the lanes layout forced, "
-          f"{rounds.REMAINDER_SPLIT.value} remainder programs per group of "
-          f"{rounds.REMAINDER_REQS.value} requests / forced, {rounds.REMAINDER_REQS.value} "
-          f"per group (one per request of a full group)")
+    print(f"round ops, K = {k}: the op's layout choice / one program per request and chunk "
+          f"forced / the lanes layout forced, {rounds.REMAINDER_SPLIT.value} remainder "
+          f"programs per group of {rounds.REMAINDER_REQS.value} requests / forced, "
+          f"{rounds.REMAINDER_REQS.value} per group")
     for method, op, inputs in bench_rounds.METHODS:
         fn = getattr(torch.ops.spec_ops, op).default
         for num_reqs, num_long, length in ROUND_LAYOUT_CASES:
             initial = round_batch(bench_rounds, inputs, num_reqs, k, num_long, length)
             expected = bench_ops._outputs(op, SEQUENCES[op], initial)
             cells = []
-            for layout in (contextlib.nullcontext(), forced(rounds.REMAINDER_SPLIT.value),
+            for layout in (contextlib.nullcontext(),
+                           mock.patch.object(rounds, "lanes_split", lambda *args: None),
+                           forced(rounds.REMAINDER_SPLIT.value),
                            forced(rounds.REMAINDER_REQS.value)):
                 with layout:
                     mismatches = bench_ops._check(op, fn, initial, expected)

@@ -229,16 +229,17 @@ def _computed_tokens(x, max_num_reqs):
 
 def _round_batches(width, lanes, max_num_reqs):
     """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (6.1's
-    lanes layout; 6.2's and 6.3's per-request layout below LANES_MIN_REQS requests), a request
-    a little longer than its lanes (the lanes layout with its remainder programs: 6.1, 6.3,
-    and 6.2 with LANES_MIN_COLS sampled columns; rounds.lanes_split), one longer than a
-    per-request chunk (one program per request and chunk) and, where the engine schedules that
-    many, a decode batch of LANES_MIN_REQS requests (6.2's and 6.3's lanes layout). The lanes
-    layout compiles to one variant whatever the batch size and the number of remainder
-    programs."""
+    lanes layout; 6.2's and 6.3's per-request layout below LANES_MIN_REQS requests), a single
+    request longer than a per-request chunk (one program per request and chunk), where the
+    engine schedules two or more requests two a little longer than their lanes (the lanes
+    layout with its remainder programs: 6.1, 6.3, and 6.2 with LANES_MIN_COLS sampled columns;
+    rounds.lanes_split) and, where it schedules that many, a decode batch of LANES_MIN_REQS
+    requests (6.2's and 6.3's lanes layout). The lanes layout compiles to one variant whatever
+    the batch size and the number of remainder programs."""
     shapes = {(1, width), (1, PER_REQUEST_BLOCK + 1)}
     if lanes is not None:
-        shapes.add((1, lanes + 1))
+        if max_num_reqs >= 2:
+            shapes.add((2, lanes + 1))
         if max_num_reqs >= LANES_MIN_REQS:
             shapes.add((LANES_MIN_REQS, width))
     return sorted(shapes)

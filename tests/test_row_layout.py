@@ -294,9 +294,10 @@ def test_round_layouts_equal_cpu(op, seed, long_requests):
 def test_round_remainders_dealt_over_strided_groups(op):
     """150 requests, three strided groups of remainder programs: a dozen 300-900-token chunked
     prefills and many requests a few tokens past their lanes, whose chunks each group's
-    programs deal out by the requests' rank. Every layout writes what the CPU kernel writes;
-    the op's own choice (the batch's average is above its lanes, within one per-request chunk)
-    is the lanes layout with a remainder program per request of a group, for 6.1 and 6.3."""
+    programs deal out as one sequence. Every layout writes what the CPU kernel writes;
+    the op's own choice (the batch is above its lanes, its chunks no more than its groups'
+    programs) is the lanes layout with a remainder program per request of a group, for 6.1
+    and 6.3."""
     args = engine_batch(sample(op, 3, 150, long_requests="prefill"))
     lengths = (args[4][1:] - args[4][:-1]).tolist()
     assert sum(n >= 300 for n in lengths) >= 5 and sum(5 <= n < 300 for n in lengths) >= 10
@@ -309,14 +310,21 @@ def test_round_remainders_dealt_over_strided_groups(op):
 
 def test_lanes_split_follows_the_batch_shape():
     """The round ops' layout choice from shapes (rounds.lanes_split): decode-sized batches take
-    the lanes layout with REMAINDER_SPLIT remainder programs per group where it pays, batches
-    within one per-request chunk per request on average one per request of a group (6.2: where
-    it pays), longer batches and lanes too wide the per-request layout."""
+    the lanes layout with REMAINDER_SPLIT remainder programs per group where it pays; batches
+    of several requests whose chunks of PER_REQUEST_BLOCK items do not outnumber their groups'
+    REMAINDER_REQS programs each take it with one per request of a group or per chunk (a
+    power of two, at most REMAINDER_REQS; 6.2: where it pays); longer batches, a single
+    request above its lanes and lanes too wide the per-request layout."""
     split, per_request = rounds.REMAINDER_SPLIT.value, rounds.REMAINDER_REQS.value
     assert rounds.lanes_split(4 * 1024, 1024, 4) == split
     assert rounds.lanes_split(4 * 64, 64, 4, pays=False) is None
     assert rounds.lanes_split(4 * 1024 + 2048, 1024, 4) == per_request
     assert rounds.lanes_split(4 * 20 + 500, 20, 4) == 32     # the group's 20 requests
+    assert rounds.lanes_split(4 * 7 + 2048, 8, 4) == 64      # its 33 chunks
+    assert rounds.lanes_split(4 * 7 + 300, 8, 4) == 8
+    assert rounds.lanes_split(64 * 64 + 1, 8, 4) is None     # 65 chunks, one group
+    assert rounds.lanes_split(2048, 1, 4) is None
+    assert rounds.lanes_split(4, 1, 4) == split
     assert rounds.lanes_split(4 * 64 + 2048, 64, 4, True, long_pays=False) is None
     assert rounds.lanes_split(64 * 1024 + 1, 1024, 4) is None
     assert rounds.lanes_split(4, 1, None) is None
@@ -326,8 +334,8 @@ def test_lanes_split_follows_the_batch_shape():
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("seed", range(4))
 def test_round_remainders_in_narrow_chunks(op, seed):
-    """The remainder programs deal out a long request's items chunk by chunk (chunk k of the
-    q-th request with such items to program (q + k) mod S of its group): with 16-item chunks,
+    """The remainder programs deal out a long request's items chunk by chunk (the group's
+    chunks in request order, the c-th to program c mod S of the group): with 16-item chunks,
     the 300-900-token requests span many more chunks than a group has programs. 33 requests
     in groups of 16: three strided groups, about three long requests among them."""
     args = engine_batch(sample(op, seed, 33, long_requests="prefill"))
