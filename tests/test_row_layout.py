@@ -232,23 +232,28 @@ def round_layouts():
                                      next_power_of_2(max(num_reqs, 1)))))]
 
 
+def run_recording(op, args):
+    """(the op's outputs through its Triton kernels, the names of the kernels it launched)."""
+    original = Launcher.__call__
+    kernels = []
+
+    def record(self, grid, args, num_warps=None, grid_y=1):
+        kernels.append(self.kernel.fn.__name__)
+        return original(self, grid, args, num_warps, grid_y)
+
+    with mock.patch.object(Launcher, "__call__", record):
+        return run(op, args, TRITON), kernels
+
+
 def assert_layouts_equal_cpu(op, args, lanes_possible=True):
     """Each layout writes what the CPU kernel writes; the forced lanes layout launched its
     kernel unless ``lanes_possible`` is false (its draft steps have no closed form there)."""
     expected = run(op, args, "cpu")
-    original = Launcher.__call__
     for name, patches in round_layouts():
-        kernels = []
-
-        def record(self, grid, args, num_warps=None, grid_y=1):
-            kernels.append(self.kernel.fn.__name__)
-            return original(self, grid, args, num_warps, grid_y)
-
         with contextlib.ExitStack() as stack:
             for patch in patches:
                 stack.enter_context(patch)
-            stack.enter_context(mock.patch.object(Launcher, "__call__", record))
-            got = run(op, args, TRITON)
+            got, kernels = run_recording(op, args)
         assert (kernels[0].endswith("_lanes_kernel")
                 == (name != "per request" and lanes_possible)), (name, kernels)
         for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
@@ -306,6 +311,26 @@ def test_round_remainders_dealt_over_strided_groups(op):
         # The items the launch counts: 6.1's target tokens, 6.3's context positions.
         assert (rounds.lanes_split(args[5].shape[0], 150, op_lanes(op, args))
                 == rounds.REMAINDER_REQS.value)
+
+
+@pytest.mark.parametrize("op", ["prepare_eagle_round", "prepare_dflash_round"])
+def test_round_few_requests_with_a_long_one_take_the_lanes_layout(op):
+    """A chunked prefill among a few decodes (12 requests, one group, whose 64-item chunks are
+    more than its requests and no more than its programs): the op's own choice is the lanes
+    layout with a remainder program per chunk, and it writes what the CPU kernel writes."""
+    for seed in range(200):
+        args = engine_batch(sample(op, seed, 12, long_requests="prefill"))
+        lengths = args[4][1:] - args[4][:-1]
+        chunks = -(-args[5].shape[0] // rounds.PER_REQUEST_BLOCK)
+        if lanes_possible(op, args) and (lengths >= 300).any() and 16 < chunks <= 64:
+            break
+    else:
+        raise AssertionError("no sample with a long request")
+    assert rounds.lanes_split(args[5].shape[0], 12, op_lanes(op, args)) == next_power_of_2(chunks)
+    got, kernels = run_recording(op, args)
+    assert kernels == [f"_{op}_lanes_kernel"]
+    for i, (actual, want) in enumerate(zip(got, run(op, args, "cpu"), strict=True)):
+        assert actual.tolist() == want.tolist(), f"output {i}"
 
 
 def test_lanes_split_follows_the_batch_shape():

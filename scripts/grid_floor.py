@@ -1,0 +1,62 @@
+"""What a grid of one-warp programs costs by itself on the GPU: the floor under the round ops'
+lanes layout, which runs one warp per program (benchmarks/results/round_lanes.txt, section 10).
+
+    python scripts/grid_floor.py
+
+For G programs of one warp, launched with PDL as the ops are: an empty kernel, and kernels
+whose 32 lanes per program make 1, 2 or 3 dependent reads (a -> b -> c) and one store. GPU µs
+per call in a CUDA graph (bench_ops.graph_us).
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_ops  # noqa: E402
+from spec_ops._triton._launch import pdl_prologue  # noqa: E402
+
+PROGRAMS = (1, 64, 128, 192, 320, 576, 1024)
+
+
+@triton.jit
+def _empty(x, PDL: tl.constexpr):
+    pdl_prologue(PDL)
+
+
+@triton.jit
+def _trips(a_ptr, b_ptr, c_ptr, out_ptr, TRIPS: tl.constexpr, PDL: tl.constexpr):
+    pdl_prologue(PDL)
+    i = tl.program_id(0).to(tl.int64) * 32 + tl.arange(0, 32)
+    value = tl.load(a_ptr + i)
+    if TRIPS >= 2:
+        value = tl.load(b_ptr + value)
+    if TRIPS >= 3:
+        value = tl.load(c_ptr + value)
+    tl.store(out_ptr + i, value + 1)
+
+
+def main():
+    floor = bench_ops.empty_kernel_floor()["graph_us"]
+    print(f"GPU µs per call (CUDA graph of {bench_ops.GRAPH_CALLS} calls); the empty-kernel "
+          f"node bench_ops compares with: {floor:.3f}")
+    x = torch.zeros(1, device="cuda")
+    n = max(PROGRAMS) * 32
+    a = torch.arange(n, device="cuda").flip(0).contiguous()
+    b, c = torch.randperm(n, device="cuda"), torch.randperm(n, device="cuda")
+    out = torch.empty(n, dtype=torch.int64, device="cuda")
+    print(f"{'G':>6} {'empty':>8} {'1 trip':>8} {'2 trips':>8} {'3 trips':>8}")
+    for programs in PROGRAMS:
+        row = [bench_ops.graph_us(lambda: _empty[(programs,)](
+            x, True, num_warps=1, launch_pdl=True))]
+        for trips in (1, 2, 3):
+            row.append(bench_ops.graph_us(lambda: _trips[(programs,)](
+                a, b, c, out, trips, True, num_warps=1, launch_pdl=True)))
+        print(f"{programs:>6} " + " ".join(f"{us:8.3f}" for us in row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
