@@ -658,7 +658,7 @@ def _prepare_eagle_round_lanes_kernel(
                 vocab_size, NUM_COLS)
             # Read again rather than picked from the registers (_remainder_requests): the read
             # shares the request state's round trip, the pick is a reduction over the group
-            # (0.02-0.04 us slower on the H200, round_lanes.txt section 10; 6.2 likewise).
+            # (0.01-0.05 us slower on the H200, round_lanes.txt section 10; 6.2 either way).
             query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
             for chunk_start in range(request_first, request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
@@ -1086,8 +1086,9 @@ def _prepare_dflash_round_lanes_kernel(
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
             request_stop = row_value(stop_at, mine)
-            # From the registers: read again, it was a round trip of its own ahead of the
-            # context's reads (0.04-0.05 us per call on the H200, round_lanes.txt section 10).
+            # Picked from the registers the dealing loaded: read again here, it was a round
+            # trip of its own ahead of the context's reads (0.04-0.05 us per call on the H200,
+            # round_lanes.txt section 10).
             context_start = row_value(starts, mine)
             for chunk_start in range(row_value(firsts, mine), request_stop, stride):
                 j = chunk_start + tl.arange(0, REMAINDER_CHUNK)
