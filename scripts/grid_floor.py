@@ -17,14 +17,11 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_ops  # noqa: E402
+from step_floor import _empty_pdl  # noqa: E402
+
 from spec_ops._triton._launch import pdl_prologue  # noqa: E402
 
 PROGRAMS = (1, 64, 128, 192, 320, 576, 1024)
-
-
-@triton.jit
-def _empty(x, PDL: tl.constexpr):
-    pdl_prologue(PDL)
 
 
 @triton.jit
@@ -50,7 +47,7 @@ def main():
     out = torch.empty(n, dtype=torch.int64, device="cuda")
     print(f"{'G':>6} {'empty':>8} {'1 trip':>8} {'2 trips':>8} {'3 trips':>8}")
     for programs in PROGRAMS:
-        row = [bench_ops.graph_us(lambda: _empty[(programs,)](
+        row = [bench_ops.graph_us(lambda: _empty_pdl[(programs,)](
             x, True, num_warps=1, launch_pdl=True))]
         for trips in (1, 2, 3):
             row.append(bench_ops.graph_us(lambda: _trips[(programs,)](

@@ -140,7 +140,7 @@ def round_layouts(k=3):
             expected = bench_ops._outputs(op, SEQUENCES[op], initial)
             cells = []
             for layout in (contextlib.nullcontext(),
-                           mock.patch.object(rounds, "lanes_split", lambda *args: None),
+                           forced(None),
                            forced(rounds.REMAINDER_SPLIT.value),
                            forced(rounds.REMAINDER_REQS.value)):
                 with layout:

@@ -20,7 +20,7 @@ from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
 from samples import clone_args, sample, written_arg_indices
 from spec_ops._triton import dflash, expand, rounds
-from spec_ops._triton._launch import ROW_COLS, Launcher, next_power_of_2
+from spec_ops._triton._launch import ROW_COLS, Launcher, cdiv, next_power_of_2
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 POISON, PAD = -7777, 32
@@ -245,6 +245,13 @@ def run_recording(op, args):
         return run(op, args, TRITON), kernels
 
 
+def assert_outputs_equal(got, expected, name=None):
+    """Each of the op's outputs holds the expected values (``name``: the layout, for the
+    message)."""
+    for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
+        assert actual.tolist() == want.tolist(), (name, f"output {i}")
+
+
 def assert_layouts_equal_cpu(op, args, lanes_possible=True):
     """Each layout writes what the CPU kernel writes; the forced lanes layout launched its
     kernel unless ``lanes_possible`` is false (its draft steps have no closed form there)."""
@@ -256,8 +263,7 @@ def assert_layouts_equal_cpu(op, args, lanes_possible=True):
             got, kernels = run_recording(op, args)
         assert (kernels[0].endswith("_lanes_kernel")
                 == (name != "per request" and lanes_possible)), (name, kernels)
-        for i, (actual, want) in enumerate(zip(got, expected, strict=True)):
-            assert actual.tolist() == want.tolist(), (name, f"output {i}")
+        assert_outputs_equal(got, expected, name)
 
 
 ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
@@ -321,7 +327,7 @@ def test_round_few_requests_with_a_long_one_take_the_lanes_layout(op):
     for seed in range(200):
         args = engine_batch(sample(op, seed, 12, long_requests="prefill"))
         lengths = args[4][1:] - args[4][:-1]
-        chunks = -(-args[5].shape[0] // rounds.PER_REQUEST_BLOCK)
+        chunks = cdiv(args[5].shape[0], rounds.PER_REQUEST_BLOCK)
         if lanes_possible(op, args) and (lengths >= 300).any() and 16 < chunks <= 64:
             break
     else:
@@ -329,8 +335,7 @@ def test_round_few_requests_with_a_long_one_take_the_lanes_layout(op):
     assert rounds.lanes_split(args[5].shape[0], 12, op_lanes(op, args)) == next_power_of_2(chunks)
     got, kernels = run_recording(op, args)
     assert kernels == [f"_{op}_lanes_kernel"]
-    for i, (actual, want) in enumerate(zip(got, run(op, args, "cpu"), strict=True)):
-        assert actual.tolist() == want.tolist(), f"output {i}"
+    assert_outputs_equal(got, run(op, args, "cpu"))
 
 
 def test_lanes_split_follows_the_batch_shape():
