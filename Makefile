@@ -15,7 +15,9 @@ PYTHON ?= python3
 VENV ?= .venv
 # What pip installs with the package (shell words: pin with ==, or quote, TORCH="'torch>=2.12'")
 TORCH ?= torch==2.13.0
-PYTEST_ARGS ?= -q
+# The suite in parallel processes, one per core up to 4 (pytest-xdist); idle workers take
+# queued tests from busy ones (worksteal), so the long property tests do not hold the end.
+PYTEST_ARGS ?= -q -n auto --maxprocesses=4 --dist worksteal
 ARGS ?=
 FLOOR = torch==2.11.0 triton==3.6.0 numpy~=2.3.0
 

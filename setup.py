@@ -16,7 +16,7 @@ setup(
     # test-floor`), the versions of the GPU machine the benchmarks ran on.
     install_requires=["torch>=2.11", "triton>=3.6"],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "expecttest>=0.2", "numpy"],
+        "test": ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6.100", "expecttest>=0.2", "numpy"],
         "bench": ["matplotlib"],
     },
 )
