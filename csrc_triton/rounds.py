@@ -459,7 +459,8 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
     token, position, is_masked, is_rejected = expanded_tokens(
         target_token_ids_ptr, j, owned, query_start, num_valid, num_padding_slots, num_tokens,
         next_token, first_position, parallel_drafting_token_id, padding_token_id, SHIFT)
-    keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len)
+    keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len,
+                                               out_positions_ptr)
     slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
                        slot_position, owned & keep, BLOCK_SIZE)
     tl.store(out_input_ids_ptr + out, token, mask=owned)
@@ -472,11 +473,18 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
 
 
 @triton.jit
-def _entry_slot_position(position, is_rejected, max_model_len):
+def _as_stored(position, out_positions_ptr):
+    """A first-pass position as out_positions holds it, which is what 6.2's sequence reads back
+    (1.7's slots, the draft steps' start): in an int32 buffer its low 32 bits, else itself."""
+    return position.to(out_positions_ptr.dtype.element_ty).to(tl.int64)
+
+
+@triton.jit
+def _entry_slot_position(position, is_rejected, max_model_len, out_positions_ptr):
     """1.7 for a first-pass entry: (whether it gets a slot, the position its slot is looked
-    up at)."""
-    return (~is_rejected & (position < max_model_len),
-            tl.minimum(position, max_model_len - 1))
+    up at), from the position as stored."""
+    stored = _as_stored(position, out_positions_ptr)
+    return (~is_rejected & (stored < max_model_len), tl.minimum(stored, max_model_len - 1))
 
 
 @triton.jit
@@ -725,7 +733,7 @@ def _prepare_parallel_round_kernel(
                              mask=is_request & (query_start >= 0) & (query_start < num_tokens),
                              other=0).to(tl.int64)
     # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-    step_position = first_position + last - query_start + 1
+    step_position = _as_stored(first_position + last - query_start + 1, out_positions_ptr)
     steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
                          step_position, seq_len - rejected, max_model_len, 0, num_steps, head,
                          BLOCK_SIZE, STEP_LANES)
@@ -855,11 +863,13 @@ def _prepare_parallel_round_lanes_kernel(
         token, position, is_masked, is_rejected = expanded_entries(
             input_id, lane, num_valid, num_padding_slots, next_token, first_position,
             parallel_drafting_token_id, padding_token_id)
-        keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len)
+        keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len,
+                                                   out_positions_ptr)
         # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
         live = is_request & (lane < num_steps)
         step_position, step_seq_len, over = _lane_steps(
-            first_position + last - query_start + 1, seq_len - rejected, max_model_len,
+            _as_stored(first_position + last - query_start + 1, out_positions_ptr),
+            seq_len - rejected, max_model_len,
             lane.to(tl.int64))
         block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                          slot_position, owned & keep, BLOCK_SIZE)

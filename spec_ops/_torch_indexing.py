@@ -31,3 +31,11 @@ def take(values, index):
     if values.shape[0] == 0:
         return torch.zeros_like(index)
     return values.long()[index.clamp(0, values.shape[0] - 1)]
+
+
+def take_or_zero(values, index):
+    """values[index] where the index is inside the tensor, else 0: a read the contract defines
+    outside the tensor (a request's first position when the request is empty and last in the
+    batch), as the Triton kernels' masked loads read it."""
+    inside = (index >= 0) & (index < values.shape[0])
+    return torch.where(inside, take(values, index), 0)

@@ -8,7 +8,7 @@ import torch
 
 from . import validation
 from ._library import define
-from ._torch_indexing import find_request, slot_lookup, take, write
+from ._torch_indexing import find_request, slot_lookup, take, take_or_zero, write
 from ._triton import launch_compute_new_slot_mapping, launch_copy_and_expand_eagle_inputs
 
 # --- 1.3 copy_and_expand_eagle_inputs ------------------------------------------------------
@@ -45,7 +45,7 @@ def _copy_and_expand_cpu(target_token_ids, target_positions, next_token_ids, out
         is_input, take(target_token_ids, source),
         torch.where(is_bonus, next_token_ids.long()[req],
                     torch.where(is_masked, parallel_drafting_token_id, padding_token_id)))
-    first_position = take(target_positions, query_start)
+    first_position = take_or_zero(target_positions, query_start)
     write(out_input_ids, token, written)
     write(out_positions, torch.where(is_rejected, 0, first_position + j), written)
     write(out_is_rejected_token_mask, is_rejected, written)

@@ -10,7 +10,7 @@ import torch
 
 from . import validation
 from ._library import define
-from ._torch_indexing import find_request, take, write
+from ._torch_indexing import find_request, take, take_or_zero, write
 from ._triton import (
     launch_prepare_dflash_round,
     launch_prepare_eagle_round,
@@ -187,7 +187,8 @@ def _parallel_round_cpu(sampled_token_ids, discard_request_mask, backup_next_tok
     write(out_seq_lens, seq_lens + new)
     # The bonus token's position and length: nv = last - qsl[r] + 1 inputs precede it.
     query_start = query_start_loc[:-1]
-    start_position = take(target_positions, query_start) + last - query_start + 1
+    start_position = (take_or_zero(target_positions, query_start) + last - query_start + 1
+                      ).to(out_positions.dtype).long()    # as out_positions holds it
     _multi_step_cpu(start_position, block_table, seq_lens + new - rejected, block_size,
                     max_model_len, num_steps, out_step_positions, out_step_slot_mapping,
                     out_step_seq_lens, input_batch_size)

@@ -10,6 +10,11 @@ def values(t):
     return t.tolist() if hasattr(t, "tolist") else list(t)
 
 
+def at(items, index):
+    """items[index], or 0 outside the list (the contract's reads outside a tensor)."""
+    return items[index] if 0 <= index < len(items) else 0
+
+
 def slot(table, row, position, block_size):
     """slot(r, p) with the block index clamped into the table; positions here are >= 0."""
     block_index = min(position // block_size, len(table[row]) - 1)
@@ -56,11 +61,11 @@ def copy_and_expand_eagle_inputs(ids, positions, next_ids, out_ids, out_position
         for j in range(num_valid + slots + rejected):
             o = out_start + j
             if j < num_valid:
-                token, position = ids[min(qs + offset + j, num_input - 1)], positions[qs] + j
+                token, position = ids[min(qs + offset + j, num_input - 1)], at(positions, qs) + j
             elif j == num_valid:
-                token, position = next_ids[r], positions[qs] + j
+                token, position = next_ids[r], at(positions, qs) + j
             elif j < num_valid + slots:
-                token, position = parallel_id, positions[qs] + j
+                token, position = parallel_id, at(positions, qs) + j
             else:
                 token, position = padding_id, 0
             out_ids[o], out_positions[o] = token, position
@@ -266,7 +271,7 @@ def parallel_round(sampled, discard, backup, cu, qsl, ids, positions, table, seq
         out_qsl[r] = qsl[r] + new * r
     for r in range(num_reqs):
         out_seq_lens[r] = seq_lens[r] + new
-    start = [positions[qsl[r]] + last[r] - qsl[r] + 1 for r in range(num_reqs)]
+    start = [at(positions, qsl[r]) + last[r] - qsl[r] + 1 for r in range(num_reqs)]
     lengths = [seq_lens[r] + new - rejected[r] for r in range(num_reqs)]
     return [_head(next_out, next_ids), _head(counts_out, counts), out_ids, out_positions,
             out_masked, out_new, out_hidden, out_slots, out_qsl, out_seq_lens,

@@ -53,6 +53,13 @@ def request_length(rng, low, high):
     return pick(rng, range(low, high + 1), 3)
 
 
+def empty_request(rng, r, num_reqs):
+    """Whether request r of num_reqs gets no tokens (only with empty_requests; the last request
+    more often than the others)."""
+    return (getattr(rng, "empty_requests", False)
+            and rng.random() < (0.6 if r == num_reqs - 1 else 0.25))
+
+
 def pick(rng, options, fixed):
     """A random choice of ``options``, or ``fixed`` under FixedLayoutRandom."""
     return fixed if isinstance(rng, FixedLayoutRandom) else rng.choice(options)
@@ -159,9 +166,12 @@ def sample_copy_and_expand(rng, num_reqs):
     shift = scalars(rng).random() < 0.5
     slots = scalars(rng).randint(1, 4)
     padding_id, parallel_id = scalars(rng).randint(0, 5), scalars(rng).randint(1000, 1005)
-    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
+    lengths = [0 if empty_request(rng, r, num_reqs) else request_length(rng, 1, 6)
+               for r in range(num_reqs)]
     qsl = query_start_loc(rng, lengths)
-    query_end = [int(qsl[r]) + rng.randrange(lengths[r]) for r in range(num_reqs)]
+    # An empty request's last accepted token is the one before it (what 1.2 gives it).
+    query_end = [int(qsl[r]) + (rng.randrange(lengths[r]) if lengths[r] else -1)
+                 for r in range(num_reqs)]
     num_input = int(qsl[-1]) + pick(rng, (0, 0, 0, 2), 2)    # sometimes trailing pad tokens
     positions = []
     for length in lengths:
@@ -318,8 +328,10 @@ def _verified_batch(rng, num_reqs, num_spec):
     if scalars(rng).random() < 0.15:
         num_spec = 0                                    # nobody drafted: W = 1, cu all zero
     rows, drafts, lengths = [], [], []
-    for _ in range(num_reqs):
-        num_drafts = pick(rng, (num_spec, num_spec, rng.randint(0, num_spec), 0), num_spec)
+    for r in range(num_reqs):
+        empty = empty_request(rng, r, num_reqs)
+        num_drafts = 0 if empty else pick(rng, (num_spec, num_spec, rng.randint(0, num_spec),
+                                                0), num_spec)
         if long_requests and rng.random() < 0.7:
             num_drafts = 0
         accepted = rng.randint(0, num_drafts)
@@ -329,7 +341,7 @@ def _verified_batch(rng, num_reqs, num_spec):
         rows.append(row + [-1] * (num_spec - accepted))
         drafts.append(num_drafts)
         lengths.append(num_drafts + 1 + pick(rng, (0, 0, 0, 2), 0) if num_drafts
-                       else request_length(rng, 1, 6))
+                       else 0 if empty else request_length(rng, 1, 6))
     if rows:
         pad = pick(rng, (0, 0, 2), 2)
         sampled = ints(rng, [row + [-1] * pad for row in rows])[:, :num_spec + 1]
@@ -442,13 +454,21 @@ SAMPLERS = {
     "prepare_dflash_round": sample_dflash_round,
 }
 OPS = sorted(SAMPLERS)
+# The ops whose samplers take empty_requests: 1.3 and the round ops (whose first pass is 1.3's or
+# 1.4's layout).
+EMPTY_REQUEST_OPS = ("copy_and_expand_eagle_inputs", "prepare_eagle_round",
+                     "prepare_parallel_round", "prepare_dflash_round")
 
 
-def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False):
+def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False,
+           empty_requests=False):
     """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
     dtype (drawn from the seed) for every integer tensor, ``long_requests`` 100-300 tokens per
     request (several chunks per program), or "some": a few such requests among short ones, or
-    "prefill": 300-900-token requests among short ones (round ops: chunked prefills)."""
+    "prefill": 300-900-token requests among short ones (round ops: chunked prefills).
+    ``empty_requests`` (EMPTY_REQUEST_OPS): requests without tokens among the others, often
+    the last one (query_start_loc repeats its final entry, as CUDA-graph padding of the
+    request count makes it)."""
     if fixed_dtype is not None:
         rng = FixedLayoutRandom(seed, fixed_dtype)
     elif uniform_dtype:
@@ -456,7 +476,21 @@ def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_reque
     else:
         rng = random.Random(seed)
     rng.long_requests = long_requests
+    rng.empty_requests = empty_requests
     return SAMPLERS[op](rng, num_reqs)
+
+
+def parallel_round_past_int32(seed):
+    """6.2's arguments, int32 tensors, 6 requests (an engine batch: round_sequences.engine_batch
+    applied), every request's first position at 2^31 - 1: 6.2 reads only that one, so the first
+    pass's later entries of each request lie past int32's range and wrap in out_positions."""
+    from round_sequences import engine_batch
+    args = list(engine_batch(sample("prepare_parallel_round", seed, 6, uniform_dtype=True)))
+    positions, starts = args[6].clone(), args[4][:-1].long()
+    assert positions.dtype == torch.int32 and args[12].dtype == torch.int32, seed
+    positions[starts[starts < positions.numel()]] = 2**31 - 1
+    args[6] = positions
+    return args
 
 
 def op_overload(op):

@@ -3,12 +3,12 @@ the contract, bit for bit, over whole out buffers (so untouched regions must sta
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends import BACKENDS, TRITON, run
 from reference import REFERENCES
-from samples import OPS, clone_args, sample
+from samples import EMPTY_REQUEST_OPS, OPS, clone_args, sample
 
 
 def assert_same(actual, expected, what):
@@ -51,6 +51,16 @@ def test_a_few_long_requests_among_short_ones(op, seed):
     requests: layouts chosen for short requests still cover the long ones."""
     check_all_ways(op, sample(op, seed, 100, uniform_dtype=TRITON == "cuda",
                               long_requests="some"))
+
+
+@pytest.mark.parametrize("op", EMPTY_REQUEST_OPS)
+@settings(max_examples=min(settings().max_examples, 50))
+@given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(1, 12))
+def test_requests_without_tokens(op, seed, num_reqs):
+    """Requests with no tokens among the others and at the end of the batch: a first position
+    read past the batch is 0 (docs/ops.md 1.3, docs/round_ops.md 6.0), in every kernel."""
+    check_all_ways(op, sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda",
+                              empty_requests=True))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

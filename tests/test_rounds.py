@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from backends import BACKENDS, TRITON, call, place, run
 from round_sequences import SEQUENCES, cuda_launches_per_call, engine_batch
-from samples import clone_args, op_overload, sample, written_arg_indices
+from samples import (
+    clone_args,
+    op_overload,
+    parallel_round_past_int32,
+    sample,
+    written_arg_indices,
+)
 
 ROUND_OPS = sorted(SEQUENCES)
 SEEDS, SIZES = st.integers(0, 2**32 - 1), st.integers(0, 24)
@@ -62,6 +68,23 @@ def assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests=False)
     expected = [sequence_args[i] for i in written_arg_indices(op)]
     for i, (actual, want) in enumerate(zip(run(op, args, backend), expected, strict=True)):
         assert actual.dtype == want.dtype, f"output {i}"
+        assert actual.tolist() == want.tolist(), f"output {i}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", [2, 4, 6])
+def test_parallel_round_reads_positions_back_as_stored(backend, seed):
+    """6.2's first-pass slots and draft-step start are what its sequence reads back from
+    out_positions (1.7; the bonus token's entry): with int32 buffers and positions past
+    2^31 - 1, the wrapped values (docs/round_ops.md, 6.2). test_row_layout.py runs the lanes
+    layout on these batches."""
+    args = parallel_round_past_int32(seed)
+    sequence_args = place(args, backend)
+    SEQUENCES["prepare_parallel_round"](*sequence_args, ops=BackendOps(backend))
+    expected = [sequence_args[i] for i in written_arg_indices("prepare_parallel_round")]
+    assert bool((expected[3] < 0).any()), "no stored position wrapped"
+    for i, (actual, want) in enumerate(zip(run("prepare_parallel_round", args, backend),
+                                           expected, strict=True)):
         assert actual.tolist() == want.tolist(), f"output {i}"
 
 

@@ -18,7 +18,7 @@ import triton.language as tl
 
 from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
-from samples import clone_args, sample, written_arg_indices
+from samples import clone_args, parallel_round_past_int32, sample, written_arg_indices
 from spec_ops._triton import dflash, expand, rounds
 from spec_ops._triton._launch import ROW_COLS, Launcher, cdiv, next_power_of_2
 
@@ -267,6 +267,13 @@ def assert_layouts_equal_cpu(op, args, lanes_possible=True):
 
 
 ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
+
+
+@pytest.mark.parametrize("seed", [2, 4, 6])
+def test_parallel_round_layouts_read_positions_back_as_stored(seed):
+    """Every layout of 6.2 takes its slots and draft-step start from the positions as an int32
+    out_positions holds them (test_rounds.py: the CPU kernel equals the sequence there)."""
+    assert_layouts_equal_cpu("prepare_parallel_round", parallel_round_past_int32(seed))
 
 
 def op_lanes(op, args):
