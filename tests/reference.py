@@ -91,7 +91,7 @@ def copy_and_expand_dflash_inputs(next_ids, positions, out_ids, out_context_posi
     for r in range(len(qsl) - 1):
         cs, ce = qsl[r], qsl[r + 1]
         valid_end = ce - (int(num_rejected[r]) if num_rejected is not None else 0)
-        last = positions[valid_end - 1]
+        last = at(positions, valid_end - 1)
         for i in range(cs, ce):
             out_cpos[i] = positions[i]
             out_cslot[i] = slot(table, r, positions[i], block_size)

@@ -193,14 +193,15 @@ def sample_dflash(rng, num_reqs):
     block_size = scalars(rng).choice((1, 4, 16))
     parallel_id = scalars(rng).randint(1000, 1005)
     with_rejected = scalars(rng).random() < 0.5
-    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
+    lengths = [0 if empty_request(rng, r, num_reqs) else request_length(rng, 1, 6)
+               for r in range(num_reqs)]
     positions = []
     for length in lengths:
         start = rng.randint(0, 100)
         positions += range(start, start + length)
     rejected = None
     if with_rejected:
-        rejected = ints(rng, [rng.randrange(length) for length in lengths])
+        rejected = ints(rng, [rng.randrange(length) if length else 0 for length in lengths])
     num_context = len(positions)
     return (ints(rng, [rng.randrange(1000) for _ in range(num_reqs)]), ints(rng, positions),
             out_buffer(rng, num_reqs * num_query), out_buffer(rng, num_context),
@@ -293,7 +294,8 @@ def sample_new_slot_mapping(rng, num_reqs):
     num_new = scalars(rng).randint(0, 4)
     block_size = scalars(rng).choice((1, 4, 16))
     max_model_len = scalars(rng).choice((16, 64, 256))
-    lengths = [request_length(rng, 1, 6) for _ in range(num_reqs)]
+    lengths = [0 if empty_request(rng, r, num_reqs) else request_length(rng, 1, 6)
+               for r in range(num_reqs)]
     positions = []
     for length in lengths:
         start = rng.randint(0, max_model_len + 2)
@@ -454,9 +456,9 @@ SAMPLERS = {
     "prepare_dflash_round": sample_dflash_round,
 }
 OPS = sorted(SAMPLERS)
-# The ops whose samplers take empty_requests: 1.3 and the round ops (whose first pass is 1.3's or
-# 1.4's layout).
-EMPTY_REQUEST_OPS = ("copy_and_expand_eagle_inputs", "prepare_eagle_round",
+# The ops whose samplers take empty_requests: 1.3, 1.4, 1.7 and the round ops.
+EMPTY_REQUEST_OPS = ("copy_and_expand_eagle_inputs", "copy_and_expand_dflash_inputs",
+                     "compute_new_slot_mapping", "prepare_eagle_round",
                      "prepare_parallel_round", "prepare_dflash_round")
 
 
