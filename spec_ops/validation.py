@@ -188,11 +188,12 @@ class OverlapCheck:
     Otherwise each tensor covers the byte range from its first to one past its last element;
     two tensors overlap when their ranges intersect: device addresses for real tensors, and for
     fake or meta tensors (which have none) the storage object plus the byte offset in it.
-    ``may_alias`` names pairs that may be the very same memory (same first element and, for
-    matrices, the same row stride, so that each element is the other's element of the same
-    index), never a shifted overlap. Decided from metadata only. No two ranges intersecting
-    (an allowed alias counting as one) is settled from the sorted starts and ends; anything
-    else (inputs sharing memory, an error) takes the pairwise look, which names the arguments.
+    ``may_alias`` names pairs that may be the very same memory (same first element, same dtype
+    and, for matrices, the same row stride, so that each element is the other's element of the
+    same index), never a shifted overlap or an int32 view of an int64 buffer. Decided from
+    metadata only. No two ranges intersecting (an allowed alias counting as one) is settled
+    from the sorted starts and ends; anything else (inputs sharing memory, an error) takes the
+    pairwise look, which names the arguments.
     """
 
     def __init__(self, op, schema, may_alias=()):
@@ -238,8 +239,9 @@ class OverlapCheck:
                 if rows and cols:
                     ends[k] = starts[k] + ((rows - 1) * t.stride()[0] + cols) * t.element_size()
         for a, b in self.alias_slots:   # an allowed alias, the very same memory: one range
-            if starts[a] == starts[b] and (tensors[a].dim() < 2
-                                           or tensors[a].stride()[0] == tensors[b].stride()[0]):
+            if (starts[a] == starts[b] and tensors[a].dtype == tensors[b].dtype
+                    and (tensors[a].dim() < 2
+                         or tensors[a].stride()[0] == tensors[b].stride()[0])):
                 ends[a] = max(ends[a], ends[b])
                 ends[b] = starts[b]     # empty: overlaps nothing
         # No two ranges intersect exactly when, with starts and ends sorted on their own,
@@ -268,15 +270,16 @@ class OverlapCheck:
                 continue            # an empty tensor overlaps nothing
             size = t.element_size()
             start = (id(t.untyped_storage()) << 64) + offset * size if fake else t.data_ptr()
-            row_stride = t.stride()[0] if t.dim() == 2 else None
-            spans.append((start, start + count * size, written, name, row_stride))
-        spans.sort()
-        for i, (start, end, written, name, row_stride) in enumerate(spans):
-            for other_start, _, other_written, other, other_row_stride in spans[i + 1:]:
+            # An allowed alias must match in layout: row stride and element type.
+            layout = (t.stride()[0] if t.dim() == 2 else None, t.dtype)
+            spans.append((start, start + count * size, written, name, layout))
+        spans.sort(key=lambda span: span[:4])
+        for i, (start, end, written, name, layout) in enumerate(spans):
+            for other_start, _, other_written, other, other_layout in spans[i + 1:]:
                 if other_start >= end:
                     break
                 if (written or other_written) and not (
-                        other_start == start and other_row_stride == row_stride
+                        other_start == start and other_layout == layout
                         and frozenset((name, other)) in self.may_alias):
                     first, second = (name, other) if written else (other, name)
                     raise ValueError(

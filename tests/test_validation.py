@@ -351,6 +351,19 @@ def test_the_allowed_alias_is_the_same_tensor(name):
     call(name, same, "cpu")          # no error: an allowed alias
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_the_allowed_alias_must_share_its_dtype(device):
+    """1.5's positions as an int32 view of out_clamped_positions' int64 buffer start at the same
+    byte but are not the same elements: rejected on real and on meta tensors."""
+    name = "eagle_step_update_slot_mapping_and_metadata"
+    args = sample(name, seed=11, num_reqs=NUM_REQS)
+    buffer = torch.zeros(2 * NUM_REQS, dtype=torch.int64, device=device)
+    args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+    args = replaced(replaced(args, 0, buffer.view(torch.int32)[:NUM_REQS]), 5, buffer)
+    with pytest.raises(ValueError, match="out_clamped_positions overlaps positions"):
+        call(name, args, "cpu") if device == "cpu" else op_overload(name)(*args)
+
+
 def test_overlap_is_decided_on_fake_and_meta_tensors_too():
     op = "eagle_prepare_inputs_padded"
     buffer = torch.zeros(10, dtype=torch.int32, device="meta")
