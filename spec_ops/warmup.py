@@ -136,35 +136,38 @@ def _padded_draft_inputs(x, max_num_reqs):
 
 @_warms("copy_and_expand_eagle_inputs")
 def _expand(x, max_num_reqs):
-    # With and without shift, a request of 1, 8, 16 and 17 tokens (S = K slots): the row
-    # layout's two tile widths and the per-request layout, as far as K lets a request reach
-    # them (csrc_triton/_launch.py, row_cols).
+    # With and without shift, with S = K slots (P-EAGLE, PARD) and S = 1 (a draft model), a
+    # request of 1, 8, 16 and 17 tokens: the row layout's two tile widths and the per-request
+    # layout, as far as S lets a request reach them (csrc_triton/_launch.py, row_cols).
     widths = (1, *ROW_COLS, ROW_COLS[-1] + 1)
-    for width in widths:
+    calls = 0
+    for num_slots, width, shift in itertools.product(sorted({1, x.k}), widths, (False, True)):
         token_ids, positions, _ = x.target(width)
-        num_outputs = width + x.k
-        for shift in (False, True):
-            _call("copy_and_expand_eagle_inputs", token_ids, positions,
-                  x.tensor("token_ids", [1]), x.zeros("token_ids", num_outputs),
-                  x.zeros("positions", num_outputs), x.zeros("mask", num_outputs),
-                  x.zeros("mask", num_outputs), x.out("counts"), x.zeros("counts", width),
-                  x.tensor("counts", [0, width]), x.tensor("counts", [width - 1]), 0, 0, x.k,
-                  shift)
-    return 2 * len(widths)
+        num_outputs = width + num_slots
+        _call("copy_and_expand_eagle_inputs", token_ids, positions, x.tensor("token_ids", [1]),
+              x.zeros("token_ids", num_outputs), x.zeros("positions", num_outputs),
+              x.zeros("mask", num_outputs), x.zeros("mask", num_outputs),
+              x.zeros("counts", num_slots), x.zeros("counts", width),
+              x.tensor("counts", [0, width]), x.tensor("counts", [width - 1]), 0, 0, num_slots,
+              shift)
+        calls += 1
+    return calls
 
 
 @_warms("compute_new_slot_mapping")
 def _new_slot_mapping(x, max_num_reqs):
-    # A request of up to 8, 16 and 17 entries (K new ones among them): the row layout's two
-    # tile widths and the per-request layout (csrc_triton/_launch.py, row_cols).
+    # A request of up to 8, 16 and 17 entries, N new ones among them (1.3's added entries: K
+    # for PARD, K - 1 for P-EAGLE, 1 for a draft model): the row layout's two tile widths and
+    # the per-request layout (csrc_triton/_launch.py, row_cols).
     targets = (*ROW_COLS, ROW_COLS[-1] + 1)
-    token_counts = sorted({max(target - x.k, 0) for target in targets})
-    for num_tokens in token_counts:
-        num_entries = num_tokens + x.k
+    shapes = sorted({(max(target - num_new, 0), num_new) for target in targets
+                     for num_new in {1, x.k - 1, x.k} if num_new >= 0})
+    for num_tokens, num_new in shapes:
+        num_entries = num_tokens + num_new
         _call("compute_new_slot_mapping", x.block_table(), x.tensor("counts", [0, num_tokens]),
               x.tensor("positions", list(range(num_entries))), x.zeros("mask", num_entries),
-              x.block_size, x.k, x.max_model_len)
-    return len(token_counts)
+              x.block_size, num_new, x.max_model_len)
+    return len(shapes)
 
 
 @_warms("copy_and_expand_dflash_inputs")
@@ -194,9 +197,11 @@ def _step(x, max_num_reqs):
 
 @_warms("eagle_mrope_step_update_slot_mapping_and_metadata")
 def _mrope_step(x, max_num_reqs):
-    _call("eagle_mrope_step_update_slot_mapping_and_metadata", x.zeros("positions", 3, 1),
-          x.block_table(), x.tensor("counts", [1]), x.block_size, x.max_model_len,
-          x.zeros("positions", 3, 1), x.out("slot_mapping"))
+    # M-RoPE positions are int64 whatever the engine's other positions are (docs/mrope.md).
+    positions = torch.zeros((3, 1), dtype=torch.int64, device=x.device)
+    _call("eagle_mrope_step_update_slot_mapping_and_metadata", positions, x.block_table(),
+          x.tensor("counts", [1]), x.block_size, x.max_model_len, torch.zeros_like(positions),
+          x.out("slot_mapping"))
     return 1
 
 

@@ -2,6 +2,8 @@
 before any kernel runs (out buffers stay as they were), on the CPU kernel, the Triton kernel
 and the fake (meta tensors). One test per kind of mistake, over every op and argument."""
 
+import functools
+
 import pytest
 import torch
 
@@ -13,28 +15,47 @@ NUM_REQS = 5
 WARM_CALLS = 3     # valid calls first: nothing they leave behind may let a bad call through
 
 
-def tensor_args(op):
-    """(index, name) of every Tensor argument of the op's schema."""
+def tensor_args(op, optional=True):
+    """(index, name) of every Tensor argument of the op's schema (Tensor? ones too unless
+    ``optional`` is false)."""
     return [(i, arg.name) for i, arg in enumerate(op_overload(op)._schema.arguments)
-            if isinstance(arg.type, torch.TensorType)
-            or str(arg.type) == "Tensor?"]
+            if validation.is_tensor_type(arg.type)
+            and (optional or not isinstance(arg.type, torch.OptionalType))]
 
 
-def cases(op, select):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
-    return [(op, i, name) for i, name in tensor_args(op)
+@functools.cache
+def _seed(op):
+    """11, or the first seed after it whose sample passes every optional tensor as a tensor,
+    so that the checks of those are tested too."""
+    optional = [i for i, _ in tensor_args(op)
+                if not any(i == j for j, _ in tensor_args(op, optional=False))]
+    for seed in range(11, 111):
+        args = sample(op, seed=seed, num_reqs=NUM_REQS)
+        if all(args[i] is not None for i in optional):
+            return seed
+    raise AssertionError(f"no sample of {op} passes all its optional tensors")
+
+
+def valid(op):
+    """Valid arguments of the op, every optional tensor a tensor (a fresh sample each call)."""
+    return sample(op, seed=_seed(op), num_reqs=NUM_REQS)
+
+
+def cases(op, select, optional=True):
+    args = valid(op)
+    return [(op, i, name) for i, name in tensor_args(op, optional)
             if isinstance(args[i], torch.Tensor) and select(args[i])]
 
 
-def all_cases(select):
-    return [case for op in OPS for case in cases(op, select)]
+def all_cases(select, optional=True):
+    return [case for op in OPS for case in cases(op, select, optional)]
 
 
 def assert_rejected(op, args, error, name, backend, fragment="", warm=True, place_args=True):
     """The op raises ``error`` mentioning ``name`` and leaves every out buffer untouched, also
     right after valid calls with the same layout (compiled kernels are cached by then)."""
     for _ in range(WARM_CALLS if warm else 0):
-        call(op, place(sample(op, seed=11, num_reqs=NUM_REQS), backend), backend)
+        call(op, place(valid(op), backend), backend)
     placed = place(args, backend) if place_args else args
     written = [i for i in written_arg_indices(op) if placed[i] is not None]
     before = [placed[i].clone() for i in written]
@@ -51,7 +72,7 @@ def replaced(args, index, value):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
 def test_float_tensor_is_a_type_error(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     assert_rejected(op, replaced(args, index, args[index].float()), TypeError, name, backend,
                     "must be")
 
@@ -59,7 +80,7 @@ def test_float_tensor_is_a_type_error(op, index, name, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 1))
 def test_wrong_rank(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     assert_rejected(op, replaced(args, index, args[index][None]), ValueError, name, backend,
                     "must be 1-D")
 
@@ -67,7 +88,7 @@ def test_wrong_rank(op, index, name, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 1 and len(t) >= 2))
 def test_non_unit_stride(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     spread = args[index].repeat_interleave(2)[::2]             # same values, stride 2
     assert_rejected(op, replaced(args, index, spread), ValueError, name, backend, "unit stride")
 
@@ -75,7 +96,7 @@ def test_non_unit_stride(op, index, name, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dim() == 2))
 def test_matrix_last_dim_must_be_contiguous_and_rows_disjoint(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     matrix = args[index]
     column_major = matrix.t().contiguous().t()
     if matrix.shape[1] > 1 and matrix.shape[0] > 0:     # without rows, no stride to see
@@ -115,7 +136,7 @@ def _required_length_cases():
     """Every 1-D argument whose length another argument fixes (out buffers included)."""
     found = []
     for op in OPS:
-        args = sample(op, seed=11, num_reqs=NUM_REQS)
+        args = valid(op)
         for i, name in tensor_args(op):
             unused = (name == "out_hidden_state_mapping"       # only written with shift
                       and not args[arg_names(op).index("shift_input_ids")])
@@ -128,7 +149,7 @@ def _required_length_cases():
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,name", _required_length_cases())
 def test_too_short(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     assert_rejected(op, replaced(args, index, args[index][:1]), ValueError, name, backend,
                     "entries")
 
@@ -138,7 +159,7 @@ def test_too_short(op, index, name, backend):
                                 if "query_start_loc" in [name for _, name in tensor_args(op)]
                                 and "query_start_loc" not in DEFINES_SIZES[op]])
 def test_query_start_loc_must_have_num_reqs_plus_one_entries(op, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     index = [i for i, name in tensor_args(op) if name == "query_start_loc"][0]
     longer = torch.cat([args[index], args[index][-1:]])
     assert_rejected(op, replaced(args, index, longer), ValueError, "query_start_loc", backend,
@@ -148,7 +169,7 @@ def test_query_start_loc_must_have_num_reqs_plus_one_entries(op, backend):
 @pytest.mark.parametrize("op,index,name", [c for c in all_cases(lambda t: True) if c[1] > 0])
 def test_tensors_on_different_devices(op, index, name):
     """Meta stands in for a second device on a CPU-only machine (the fake runs the check)."""
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     first = tensor_args(op)[0][0]
     if index == first:
         return
@@ -194,12 +215,12 @@ BAD_SCALARS = [
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op,index,value,name", BAD_SCALARS)
 def test_bad_scalar(op, index, value, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     assert_rejected(op, replaced(args, index, value), ValueError, name, backend, "must be >=")
 
 
 def test_dflash_speculative_tokens_must_cover_the_queries():
-    args = sample("copy_and_expand_dflash_inputs", seed=11, num_reqs=NUM_REQS)
+    args = valid("copy_and_expand_dflash_inputs")
     args = args[:13] + (3, 1)                                   # Q = 3 needs K >= 2
     with pytest.raises(ValueError, match="num_speculative_tokens must be >= num_query_per_req"):
         op_overload("copy_and_expand_dflash_inputs")(*args)
@@ -208,7 +229,7 @@ def test_dflash_speculative_tokens_must_cover_the_queries():
 @pytest.mark.parametrize("slots,shift", [(2, False), (1, True)])
 def test_parallel_round_steps_need_one_slot_without_shift(slots, shift):
     """docs/round_ops.md 6.2: draft steps are for the draft-model method only."""
-    args = sample("prepare_parallel_round", seed=11, num_reqs=NUM_REQS)
+    args = valid("prepare_parallel_round")
     args = args[:25] + (slots, shift) + args[27:29] + (1,) + args[30:]
     with pytest.raises(ValueError, match="spec_ops.prepare_parallel_round: num_steps > 0"):
         op_overload("prepare_parallel_round")(*args)
@@ -220,11 +241,9 @@ def written_names(op):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True, optional=False))
 def test_none_for_a_required_tensor_is_a_type_error(op, index, name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
-    if str(op_overload(op)._schema.arguments[index].type) == "Optional[Tensor]":
-        return
+    args = valid(op)
     assert_rejected(op, replaced(args, index, None), TypeError, name, backend,
                     "must be a tensor, got None", warm=False)
 
@@ -254,7 +273,7 @@ def sharing_memory(first, second, offset, device):
 def overlap_cases():
     found = []
     for op in OPS:
-        args = sample(op, seed=11, num_reqs=NUM_REQS)
+        args = valid(op)
         tensors = [(i, name) for i, name in tensor_args(op)
                    if isinstance(args[i], torch.Tensor) and args[i].numel()]
         for i, name in tensors:
@@ -280,7 +299,7 @@ def test_a_written_tensor_sharing_memory_is_a_value_error(op, written, name, oth
 
 
 def assert_overlap_rejected(op, written, name, other, other_name, backend):
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     first, second = args[written], args[other]
     allowed = (op, name, other_name) in ALLOWED_ALIASES
     # Same first element: the very same memory; allowed pairs get a shifted overlap instead.
@@ -329,7 +348,7 @@ def test_disjoint_views_of_one_buffer_are_accepted(op, storage_look, backend, mo
     with a buffer per tensor."""
     if not storage_look:
         monkeypatch.setattr(validation, "_shares_storage", None)
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     expected = run(op, args, backend)
     packed = one_buffer(place(args, backend))
     result = call(op, packed, backend)
@@ -345,7 +364,7 @@ def test_disjoint_views_of_one_buffer_are_accepted(op, storage_look, backend, mo
                                         ("eagle_step_update_slot_mapping_and_metadata",
                                          "eagle_mrope_step_update_slot_mapping_and_metadata")))
 def test_the_allowed_alias_is_the_same_tensor(name):
-    args = sample(name, seed=11, num_reqs=NUM_REQS)
+    args = valid(name)
     positions = args[0]
     same = replaced(args, 5, positions)
     call(name, same, "cpu")          # no error: an allowed alias
@@ -356,7 +375,7 @@ def test_the_allowed_alias_must_share_its_dtype(device):
     """1.5's positions as an int32 view of out_clamped_positions' int64 buffer start at the same
     byte but are not the same elements: rejected on real and on meta tensors."""
     name = "eagle_step_update_slot_mapping_and_metadata"
-    args = sample(name, seed=11, num_reqs=NUM_REQS)
+    args = valid(name)
     buffer = torch.zeros(2 * NUM_REQS, dtype=torch.int64, device=device)
     args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
     args = replaced(replaced(args, 0, buffer.view(torch.int32)[:NUM_REQS]), 5, buffer)
@@ -501,7 +520,7 @@ def test_known_layouts_match_only_what_the_check_accepted(op):
     if TensorGuards is None:
         pytest.skip("this torch has no TensorGuards: every call takes the full check")
     known = KnownLayouts.for_schema(op_overload(op)._schema)
-    args = sample(op, seed=11, num_reqs=NUM_REQS)
+    args = valid(op)
     assert known.match(args) is None
     known.remember(args)
     assert known.match(args) is not None

@@ -53,6 +53,15 @@ def test_warmup_selects_ops_and_dtypes():
         spec_ops.warmup("cpu", **CONFIG, ops=["no_such_op"])
 
 
+def test_warmup_with_every_dtype_kind_int32_or_int64():
+    """Any dtypes= an engine may pass: every op takes the warm-up inputs (M-RoPE positions stay
+    int64 whatever "positions" is, as 7.1 requires)."""
+    for dtype in (torch.int32, torch.int64):
+        kinds = dict.fromkeys(warmup_module.PRODUCTION_DTYPES, dtype)
+        report = spec_ops.warmup("cpu", **dict(CONFIG, max_num_reqs=4), dtypes=kinds)
+        assert {warmed.op for warmed in report} == set(KERNELS)
+
+
 def launches_of_warmup(monkeypatch, **config):
     """{(kernel name, constexprs)} of the launches ``spec_ops.warmup(**config)`` makes on the
     Triton path (compiled on a GPU, interpreted on CPU tensors without one)."""
@@ -139,6 +148,58 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
             if n == "_prepare_parallel_round_lanes_kernel"} == {
         (w, shift, round_lanes(w + added, steps)) for w in (1, k + 1)
         for shift, added, steps in ((True, k - 1, 0), (False, k, 0), (False, 1, k - 1))}
+
+
+def variants_launched(monkeypatch, run):
+    """{(kernel name, Launcher.key)}: the compiled variants the launches of ``run()`` select
+    (device, warps, tensor dtypes, constexprs), recorded on the Triton path."""
+    launched = set()
+    original = Launcher.__call__
+
+    def record(self, grid, args, num_warps=None, grid_y=1):
+        launched.add((self.kernel.fn.__name__, self.key(args, num_warps or self.num_warps)))
+        return original(self, grid, args, num_warps, grid_y)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Launcher, "__call__", record)
+        run()
+    return launched
+
+
+@pytest.mark.parametrize("k", [8, 9])
+def test_warmup_covers_a_draft_models_first_pass(monkeypatch, k):
+    """A draft model's 1.3 (S = 1, no shift) and 1.7 (1 new entry per request) at K = k on an
+    engine batch: four decodes of K + 1 tokens and four requests without tokens (the request
+    count padded for a CUDA graph), production dtypes. Every variant they launch is one
+    warm-up launched (warm-up with S = K only never reached the 8-column tile without shift)."""
+    ops = ["copy_and_expand_eagle_inputs", "compute_new_slot_mapping"]
+    config = dict(CONFIG, num_speculative_tokens=k, max_num_reqs=8)
+    device = "cuda" if HAS_CUDA else "cpu"
+    if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
+        monkeypatch.setattr(warmup_module, "_call",
+                            lambda op, *args: KERNELS[op].triton(*args))
+    warmed = variants_launched(monkeypatch, lambda: spec_ops.warmup(device, **config, ops=ops))
+
+    int32, int64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
+    lengths = [k + 1] * 4 + [0] * 4
+    num_tokens, num_reqs = sum(lengths), len(lengths)
+    starts = list(itertools.accumulate(lengths, initial=0))
+    qsl = torch.tensor(starts, **int32)
+    num_outputs = num_tokens + num_reqs
+    expand_args = (
+        torch.ones(num_tokens, **int32), torch.arange(num_tokens, **int64),
+        torch.ones(num_reqs, **int32), torch.zeros(num_outputs, **int32),
+        torch.zeros(num_outputs, **int64), torch.zeros(num_outputs, dtype=torch.bool,
+                                                       device=device),
+        torch.zeros(num_outputs, dtype=torch.bool, device=device),
+        torch.zeros(num_reqs, **int32), torch.zeros(num_tokens, **int32), qsl,
+        torch.tensor([start + length - 1 for start, length in zip(starts, lengths)], **int32),
+        0, 0, 1, False)
+    slot_args = (torch.zeros(num_reqs, 8, **int32), qsl, torch.arange(num_outputs, **int64),
+                 torch.zeros(num_outputs, dtype=torch.bool, device=device), 16, 1, 128)
+    engine = variants_launched(monkeypatch, lambda: (
+        KERNELS[ops[0]].triton(*expand_args), KERNELS[ops[1]].triton(*slot_args)))
+    assert engine and engine <= warmed, engine - warmed
 
 
 def test_update_num_computed_tokens_row_counts(monkeypatch):
