@@ -309,6 +309,16 @@ def test_round_layouts_equal_cpu(op, seed, long_requests):
 
 
 @pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("seed", range(6))
+def test_round_layouts_equal_cpu_with_requests_without_tokens(op, seed):
+    """Requests without tokens among the others and last (the request count padded for a CUDA
+    graph): every layout writes what the CPU kernel writes."""
+    num_reqs = random.Random(seed).choice([1, 5, 8, 9])
+    args = sample(op, seed, num_reqs, empty_requests=True)
+    assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
+
+
+@pytest.mark.parametrize("op", ROUND_OPS)
 def test_round_remainders_dealt_over_strided_groups(op):
     """150 requests, three strided groups of remainder programs: a dozen 300-900-token chunked
     prefills and many requests a few tokens past their lanes, whose chunks each group's
