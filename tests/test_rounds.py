@@ -63,12 +63,18 @@ def assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests=False)
     # test_properties.py checks the round ops there against the reference).
     args = engine_batch(sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda",
                                long_requests=long_requests))
+    assert_args_equal_the_sequence(op, args, backend)
+
+
+def assert_args_equal_the_sequence(op, args, backend):
+    """The op on ``args`` writes what its sequence writes; returns the sequence's outputs."""
     sequence_args = place(args, backend)
     SEQUENCES[op](*sequence_args, ops=BackendOps(backend))
     expected = [sequence_args[i] for i in written_arg_indices(op)]
     for i, (actual, want) in enumerate(zip(run(op, args, backend), expected, strict=True)):
         assert actual.dtype == want.dtype, f"output {i}"
         assert actual.tolist() == want.tolist(), f"output {i}"
+    return expected
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -78,14 +84,9 @@ def test_parallel_round_reads_positions_back_as_stored(backend, seed):
     out_positions (1.7; the bonus token's entry): with int32 buffers and positions past
     2^31 - 1, the wrapped values (docs/round_ops.md, 6.2). test_row_layout.py runs the lanes
     layout on these batches."""
-    args = parallel_round_past_int32(seed)
-    sequence_args = place(args, backend)
-    SEQUENCES["prepare_parallel_round"](*sequence_args, ops=BackendOps(backend))
-    expected = [sequence_args[i] for i in written_arg_indices("prepare_parallel_round")]
+    expected = assert_args_equal_the_sequence("prepare_parallel_round",
+                                              parallel_round_past_int32(seed), backend)
     assert bool((expected[3] < 0).any()), "no stored position wrapped"
-    for i, (actual, want) in enumerate(zip(run("prepare_parallel_round", args, backend),
-                                           expected, strict=True)):
-        assert actual.tolist() == want.tolist(), f"output {i}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

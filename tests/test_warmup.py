@@ -62,22 +62,34 @@ def test_warmup_with_every_dtype_kind_int32_or_int64():
         assert {warmed.op for warmed in report} == set(KERNELS)
 
 
-def launches_of_warmup(monkeypatch, **config):
-    """{(kernel name, constexprs)} of the launches ``spec_ops.warmup(**config)`` makes on the
-    Triton path (compiled on a GPU, interpreted on CPU tensors without one)."""
+def recorded_launches(monkeypatch, run, what):
+    """{(kernel name, what(launcher, args, num_warps))} of the launches ``run()`` makes."""
     launched = set()
     original = Launcher.__call__
 
     def record(self, grid, args, num_warps=None, grid_y=1):
-        launched.add((self.kernel.fn.__name__, self.constexprs(args)))
+        launched.add((self.kernel.fn.__name__, what(self, args, num_warps or self.num_warps)))
         return original(self, grid, args, num_warps, grid_y)
 
-    monkeypatch.setattr(Launcher, "__call__", record)
-    if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
+    with monkeypatch.context() as patch:
+        patch.setattr(Launcher, "__call__", record)
+        run()
+    return launched
+
+
+def warmup_on_the_triton_path(monkeypatch, **config):
+    """spec_ops.warmup(**config) through the ops' CUDA route: compiled on a GPU, its kernels
+    interpreted on CPU tensors without one."""
+    if not HAS_CUDA:
         monkeypatch.setattr(warmup_module, "_call",
                             lambda op, *args: KERNELS[op].triton(*args))
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
-    return launched
+
+
+def launches_of_warmup(monkeypatch, **config):
+    """{(kernel name, constexprs)} of the launches warm-up makes on the Triton path."""
+    return recorded_launches(monkeypatch, lambda: warmup_on_the_triton_path(monkeypatch, **config),
+                             lambda launcher, args, num_warps: launcher.constexprs(args))
 
 
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
@@ -152,18 +164,8 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
 
 def variants_launched(monkeypatch, run):
     """{(kernel name, Launcher.key)}: the compiled variants the launches of ``run()`` select
-    (device, warps, tensor dtypes, constexprs), recorded on the Triton path."""
-    launched = set()
-    original = Launcher.__call__
-
-    def record(self, grid, args, num_warps=None, grid_y=1):
-        launched.add((self.kernel.fn.__name__, self.key(args, num_warps or self.num_warps)))
-        return original(self, grid, args, num_warps, grid_y)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Launcher, "__call__", record)
-        run()
-    return launched
+    (device, warps, tensor dtypes, constexprs)."""
+    return recorded_launches(monkeypatch, run, Launcher.key)
 
 
 @pytest.mark.parametrize("k", [8, 9])
@@ -175,10 +177,8 @@ def test_warmup_covers_a_draft_models_first_pass(monkeypatch, k):
     ops = ["copy_and_expand_eagle_inputs", "compute_new_slot_mapping"]
     config = dict(CONFIG, num_speculative_tokens=k, max_num_reqs=8)
     device = "cuda" if HAS_CUDA else "cpu"
-    if not HAS_CUDA:    # the ops' CUDA route, its kernels interpreted on CPU tensors
-        monkeypatch.setattr(warmup_module, "_call",
-                            lambda op, *args: KERNELS[op].triton(*args))
-    warmed = variants_launched(monkeypatch, lambda: spec_ops.warmup(device, **config, ops=ops))
+    warmed = variants_launched(
+        monkeypatch, lambda: warmup_on_the_triton_path(monkeypatch, **config, ops=ops))
 
     int32, int64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
     lengths = [k + 1] * 4 + [0] * 4
