@@ -982,12 +982,7 @@ class Engine:
             draft_token_ids = self.proposer.propose_round(
                 batch, target_hidden, sampled_token_ids, self.next_token_ids,
                 self.valid_sampled_tokens_count)
-            # The round ops keep the rejected counts to themselves; update() gets them from
-            # the valid counts by 1.2's formula.
-            drafts = batch.num_draft_tokens
-            num_rejected_tokens = torch.where(
-                drafts > 0, drafts + 1 - self.valid_sampled_tokens_count[:num_reqs], 0)
-            self.update(batch, sampled_token_ids, num_rejected_tokens, draft_token_ids)
+            self.update(batch, sampled_token_ids, draft_token_ids)
             return
         with self.timer.measure("spec_ops"):
             if self.fused:
@@ -1009,7 +1004,7 @@ class Engine:
                              self.token_indices_to_sample[:num_reqs],
                              self.num_rejected_tokens[:num_reqs])
         draft_token_ids = self.proposer.propose(batch, target_hidden, seeds)
-        self.update(batch, sampled_token_ids, seeds.num_rejected_tokens, draft_token_ids)
+        self.update(batch, sampled_token_ids, draft_token_ids)
 
     def schedule(self):
         """The target's input: each row's next prompt chunk, or its last token and drafts."""
@@ -1076,18 +1071,21 @@ class Engine:
             is_partial_prefill=discard,
         )
 
-    def update(self, batch, sampled_token_ids, num_rejected_tokens, draft_token_ids):
+    def update(self, batch, sampled_token_ids, draft_token_ids):
         """Back on the host (the step's only sync): keep the verified tokens, store the new
-        drafts, retire the finished requests."""
+        drafts, retire the finished requests. As a scheduler does, it counts a request's
+        computed tokens from its accepted ones: a verified row keeps the KV of as many query
+        tokens as it accepted tokens (the one before the drafts and the accepted drafts), a
+        row without drafts that of its whole query."""
         sampled = sampled_token_ids.tolist()
-        num_rejected = num_rejected_tokens.tolist()
         drafts = draft_token_ids.tolist()
         end_token_id, finished_rows = self.config.end_token_id, []
         for row, request in enumerate(self.running):
-            request.num_computed += batch.query_lens[row] - num_rejected[row]
+            new_tokens = [token for token in sampled[row] if token >= 0]
+            request.num_computed += (len(new_tokens) if request.draft_token_ids
+                                     else batch.query_lens[row])
             if batch.is_partial_prefill[row]:
                 continue
-            new_tokens = [token for token in sampled[row] if token >= 0]
             if request.draft_token_ids:
                 self.stats.num_drafted += len(request.draft_token_ids)
                 self.stats.num_accepted += len(new_tokens) - 1

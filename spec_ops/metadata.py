@@ -206,6 +206,9 @@ def parallel_round_metadata(cad, num_new_tokens, out_query_start_loc, out_seq_le
 def _dflash(cad, num_query_per_req, query_start_loc, seq_lens, slot_mapping, drops_rejected):
     """The DFlash query pass: Q queries per request, attending to each other both ways, after
     the request's accepted tokens (seq_lens - rejected, when drops_rejected)."""
+    if _carried(cad, "causal") is None:
+        raise TypeError(f"spec_ops: cad ({type(cad).__name__}) has no causal field, and the "
+                        f"DFlash query pass is not causal: metadata for it needs causal=False")
     batch = cad.batch_size()
     q = num_query_per_req
     grow = _on_host(lambda cpu: cpu + q)

@@ -141,6 +141,20 @@ def test_adapters_accept_the_engines_own_metadata():
     assert isinstance(decode, EngineMetadata) and decode.num_actual_tokens == 3
 
 
+def test_dflash_adapters_need_a_causal_field():
+    """The DFlash query pass is not causal: metadata that cannot say so is refused by name."""
+    ours = cad()
+    theirs = EngineMetadata(**{f.name: getattr(ours, f.name)
+                               for f in dataclasses.fields(EngineMetadata)
+                               if f.name != "engine_only_field"})
+    slots = torch.zeros(3 * 2, dtype=torch.int64)
+    with pytest.raises(TypeError, match="cad .*EngineMetadata.* no causal field"):
+        spec_ops.dflash_query_metadata(theirs, arange(), 2, slots)
+    with pytest.raises(TypeError, match="cad .*EngineMetadata.* no causal field"):
+        spec_ops.dflash_round_metadata(theirs, 2, ours.query_start_loc, ours.seq_lens, slots)
+    assert spec_ops.dflash_query_metadata(ours, arange(), 2, slots).causal is False
+
+
 # --- host twins --------------------------------------------------------------------------------
 
 MAX_MODEL_LEN = 32
