@@ -90,6 +90,31 @@ def test_parallel_round_reads_positions_back_as_stored(backend, seed):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_round_steps_go_on_in_int64_past_int32(backend):
+    """docs/round_ops.md's deviation: with max_model_len past 2^31 and int32 step outs, each
+    step stores its value wrapped but the next step goes on from the int64 one (5.2's rows
+    from (p0, L0)), where the engine's sequence reads the wrapped value back."""
+    i32, i64 = torch.int32, torch.int64
+    p0, seq_len, max_model_len = 2**31 - 2, 2**31 - 1, 2**31 + 1
+    args = (torch.tensor([[5]], dtype=i32), torch.tensor([False]), torch.tensor([1], dtype=i32),
+            torch.tensor([0], dtype=i32), torch.tensor([0, 1], dtype=i32),
+            torch.tensor([7], dtype=i32), torch.tensor([p0], dtype=i64),
+            torch.tensor([3], dtype=i64), torch.tensor([[10, 11]], dtype=i32),
+            torch.tensor([seq_len], dtype=i32), *(torch.zeros(1, dtype=i32) for _ in range(4)),
+            torch.zeros(1, dtype=i64), torch.zeros(1, dtype=i64), torch.zeros(4, 1, dtype=i32),
+            torch.zeros(4, 1, dtype=i64), torch.zeros(4, 1, dtype=i32),
+            100, 16, max_model_len, 4)
+    # int64: positions 2^31 - 1, 2^31, then max_model_len (0, slot -1, seq_len 1), then 1.
+    positions, slots, seq_lens = run("prepare_eagle_round", args, backend)[-3:]
+    assert positions.flatten().tolist() == [2**31 - 1, -2**31, 0, 1]
+    assert slots.flatten().tolist() == [11 * 16 + 15, 11 * 16, -1, 10 * 16 + 1]
+    assert seq_lens.flatten().tolist() == [-2**31, -2**31 + 1, 1, 2]
+    sequence_args = clone_args(args)
+    SEQUENCES["prepare_eagle_round"](*sequence_args, ops=BackendOps(backend))
+    assert sequence_args[16].flatten().tolist()[2:] == [-2**31 + 1, -2**31 + 2]   # positions
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", ROUND_OPS)
 @settings(max_examples=10)
 @given(seed=SEEDS, num_reqs=SIZES)
