@@ -32,6 +32,7 @@ import operator
 import os
 import threading
 import types
+from typing import NamedTuple, Optional
 
 import torch
 import triton
@@ -155,6 +156,19 @@ def _current_stream(device_index):
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+class Launch(NamedTuple):
+    """A launch as ``Launcher`` made it: its kernel's cache key (None under TRITON_INTERPRET),
+    grid, warps and arguments, tensors first. ``launcher.again(launch, tensors)`` makes it
+    again with other tensors in the tensors' places."""
+
+    launcher: "Launcher"
+    key: Optional[tuple]
+    grid: int
+    grid_y: int
+    num_warps: int
+    args: tuple
+
+
 class Launcher:
     """Launches one kernel over a 1-D or 2-D grid.
 
@@ -187,30 +201,46 @@ class Launcher:
                 *self.constexprs(args))
 
     def __call__(self, grid, args, num_warps=None, grid_y=1):
-        if grid == 0 or grid_y == 0:
-            return
+        """Launch the kernel over ``grid`` x ``grid_y`` programs; returns the ``Launch`` made."""
         num_warps = num_warps or self.num_warps
+        if grid == 0 or grid_y == 0:
+            return Launch(self, None, grid, grid_y, num_warps, args)
         if INTERPRET:
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
-            return
+            return Launch(self, None, grid, grid_y, num_warps, args)
         device_index = args[0].get_device()
         # self.key(args, num_warps), written out: this runs on every call
-        launch = self.launches.get((device_index, num_warps,
-                                    *map(_dtype, args[:self.num_tensors]),
-                                    *self.constexprs(args)))
-        if launch is not None and device_index == _current_device():
-            launch(grid, grid_y, args)
+        key = (device_index, num_warps, *map(_dtype, args[:self.num_tensors]),
+               *self.constexprs(args))
+        self._launch(key, grid, grid_y, num_warps, args)
+        return Launch(self, key, grid, grid_y, num_warps, args)
+
+    def again(self, launch, args):
+        """``launch`` (one this launcher made) made again with ``args``: other tensors of the
+        same dtypes on the same device in the tensors' places, the same ints after them. The
+        key is not read from them again."""
+        if launch.grid == 0 or launch.grid_y == 0:
+            return
+        if INTERPRET:
+            self.kernel[(launch.grid, launch.grid_y)](*args, False, num_warps=launch.num_warps)
+            return
+        self._launch(launch.key, launch.grid, launch.grid_y, launch.num_warps, args)
+
+    def _launch(self, key, grid, grid_y, num_warps, args):
+        device_index = key[0]
+        cached = self.launches.get(key)
+        if cached is not None and device_index == _current_device():
+            cached(grid, grid_y, args)
             return
         with torch.cuda.device(device_index):
-            if launch is None:
-                key = self.key(args, num_warps)
+            if cached is None:
                 with self.lock:     # one compilation per key, whatever the threads
-                    launch = self.launches.get(key)
-                    if launch is None:
+                    cached = self.launches.get(key)
+                    if cached is None:
                         self.launches[key] = self._first_launch(device_index, num_warps, grid,
                                                                 grid_y, args)
                         return
-            launch(grid, grid_y, args)
+            cached(grid, grid_y, args)
 
     def _first_launch(self, device_index, num_warps, grid, grid_y, args):
         """Launch through Triton, which compiles (or loads from its disk cache); return the

@@ -82,7 +82,7 @@ def launch_update_num_computed_tokens(num_computed_tokens, num_accepted_tokens, 
         prev_computed, on_chip = num_computed_tokens, num_prev_rows <= block
     else:
         prev_computed, on_chip = num_computed_tokens[:num_prev_rows].clone(), False
-    _update_num_computed_tokens(
+    return _update_num_computed_tokens(
         cdiv(num_rows, block),
         (num_computed_tokens, num_accepted_tokens, prev_positions, valid_sampled_token_count,
          prev_num_draft_tokens, cpu_num_computed_tokens, prev_computed, num_rows,

@@ -276,7 +276,7 @@ def launch_copy_and_expand_dflash_inputs(
     block_q = next_power_of_2(num_query_per_req)
     cols = row_cols(num_context, num_reqs)
     if cols is not None:
-        _copy_and_expand_dflash_inputs_rows(
+        return _copy_and_expand_dflash_inputs_rows(
             cdiv(num_reqs, ROW_GROUP),
             (next_token_ids, target_positions, out_input_ids, out_context_positions,
              out_query_positions, out_context_slot_mapping, out_query_slot_mapping,
@@ -284,10 +284,9 @@ def launch_copy_and_expand_dflash_inputs(
              block_table.stride()[0], block_table.shape[1], parallel_drafting_token_id,
              num_query_per_req, num_speculative_tokens, has_rejected, block_size, block_q,
              ROW_GROUP, cols))
-        return
     context_programs = num_chunks(num_context, num_reqs)
     query_program = context_programs > 1
-    _copy_and_expand_dflash_inputs(
+    return _copy_and_expand_dflash_inputs(
         num_reqs,
         (next_token_ids, target_positions, out_input_ids, out_context_positions,
          out_query_positions, out_context_slot_mapping, out_query_slot_mapping,

@@ -128,7 +128,7 @@ _multi_step = Launcher(_multi_step_kernel, STEP_WARPS)
 
 def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
                 out_clamped_positions, out_slot_mapping, input_batch_size):
-    _step(
+    return _step(
         cdiv(input_batch_size, BLOCK_R),
         (positions, block_table, seq_lens, out_clamped_positions, out_slot_mapping,
          positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
@@ -137,7 +137,7 @@ def launch_step(positions, block_table, seq_lens, block_size, max_model_len,
 
 def launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_len,
                       out_positions, out_slot_mapping, input_batch_size):
-    _mrope_step(
+    return _mrope_step(
         cdiv(input_batch_size, BLOCK_R),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping,
          positions.shape[1], input_batch_size, positions.stride()[0], out_positions.stride()[0],
@@ -146,7 +146,7 @@ def launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_le
 
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
-    _multi_step(
+    return _multi_step(
         cdiv(input_batch_size, BLOCK_R),
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
          positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],

@@ -441,7 +441,7 @@ def launch_copy_and_expand_eagle_inputs(
     num_reqs = next_token_ids.shape[0]
     cols = row_cols(num_outputs, num_reqs)
     if cols is not None:
-        _copy_and_expand_eagle_inputs_rows(
+        return _copy_and_expand_eagle_inputs_rows(
             cdiv(num_reqs, ROW_GROUP),
             (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,
              out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
@@ -449,8 +449,7 @@ def launch_copy_and_expand_eagle_inputs(
              target_token_ids.shape[0], num_outputs, padding_token_id,
              parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids,
              ROW_GROUP, cols))
-        return
-    _copy_and_expand_eagle_inputs(
+    return _copy_and_expand_eagle_inputs(
         num_reqs,
         (target_token_ids, target_positions, next_token_ids, out_input_ids, out_positions,
          out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices,
@@ -470,7 +469,7 @@ def launch_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
             block_table.shape[1], num_new_tokens, max_model_len, block_size)
     cols = row_cols(num_entries, num_reqs)
     if cols is not None:
-        _compute_new_slot_mapping_rows(cdiv(num_reqs + 1, ROW_GROUP), (*args, ROW_GROUP, cols))
-    else:
-        _compute_new_slot_mapping(num_reqs + 1, (*args, PER_REQUEST_BLOCK),
-                                  grid_y=num_chunks(num_entries, num_reqs))
+        return _compute_new_slot_mapping_rows(cdiv(num_reqs + 1, ROW_GROUP),
+                                              (*args, ROW_GROUP, cols))
+    return _compute_new_slot_mapping(num_reqs + 1, (*args, PER_REQUEST_BLOCK),
+                                     grid_y=num_chunks(num_entries, num_reqs))

@@ -117,7 +117,7 @@ _prepare_padded_draft_inputs = Launcher(_prepare_padded_draft_inputs_kernel)
 def launch_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
                       next_token_ids, valid_sampled_tokens_count, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
-    _next_token(
+    return _next_token(
         cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids,
          valid_sampled_tokens_count, num_reqs, sampled_token_ids.stride()[0], vocab_size,
@@ -128,7 +128,7 @@ def launch_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count
                                  query_start_loc, token_indices_to_sample, num_rejected_tokens,
                                  ):
     num_reqs = cu_num_draft_tokens.shape[0]
-    _prepare_inputs_padded(
+    return _prepare_inputs_padded(
         cdiv(num_reqs, BLOCK_R),
         (cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
          token_indices_to_sample, num_rejected_tokens, num_reqs, BLOCK_R))
@@ -140,7 +140,7 @@ def launch_prepare_padded_draft_inputs(sampled_token_ids, discard_request_mask,
                                        valid_sampled_tokens_count, token_indices_to_sample,
                                        num_rejected_tokens, vocab_size):
     num_reqs, num_cols = sampled_token_ids.shape
-    _prepare_padded_draft_inputs(
+    return _prepare_padded_draft_inputs(
         cdiv(num_reqs, BLOCK_R),
         (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
          query_start_loc, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,

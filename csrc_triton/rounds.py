@@ -146,7 +146,7 @@ def _launch_lanes(launcher, num_reqs, lanes, split, args):
     reqs = 32 * LANES_WARPS // lanes
     grid = (cdiv(max(num_reqs, 1), reqs)
             + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
-    launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
+    return launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
@@ -1140,10 +1140,9 @@ def launch_prepare_eagle_round(
     lanes = round_lanes(num_cols, num_steps)
     split = lanes_split(num_tokens, num_reqs, lanes)
     if split is not None and closed_form_steps(max_model_len, num_steps):
-        _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args)
-        return
-    _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
-                         grid_y=num_chunks(num_tokens, num_reqs))
+        return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args)
+    return _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
+                                grid_y=num_chunks(num_tokens, num_reqs))
 
 
 def launch_prepare_parallel_round(
@@ -1172,10 +1171,9 @@ def launch_prepare_parallel_round(
     pays = lanes_pay(num_reqs, num_cols)
     split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
     if split is not None and closed_form_steps(max_model_len, num_steps):
-        _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args)
-        return
-    _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
-                            grid_y=num_chunks(num_first_pass, num_reqs))
+        return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args)
+    return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
+                                   grid_y=num_chunks(num_first_pass, num_reqs))
 
 
 def launch_prepare_dflash_round(
@@ -1198,9 +1196,8 @@ def launch_prepare_dflash_round(
     lanes = round_lanes(num_cols, num_speculative_tokens + 1)
     split = lanes_split(num_context, num_reqs, lanes, lanes_pay(num_reqs, num_cols))
     if split is not None:
-        _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, split, args)
-        return
-    _prepare_dflash_round(max(num_reqs, 1),
-                          (*args, next_power_of_2(num_speculative_tokens + 1),
-                           PER_REQUEST_BLOCK),
-                          grid_y=num_chunks(num_context, num_reqs))
+        return _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, split, args)
+    return _prepare_dflash_round(max(num_reqs, 1),
+                                 (*args, next_power_of_2(num_speculative_tokens + 1),
+                                  PER_REQUEST_BLOCK),
+                                 grid_y=num_chunks(num_context, num_reqs))

@@ -6,8 +6,9 @@ torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
 
 ``define`` returns the op's eager entry, what the public ``spec_ops.<op>`` functions call. In
 plain eager code on CUDA it runs the op's CUDA kernel (the same check, overlap check and
-launch) without the dispatcher's round trip; wherever the dispatcher would do more than call
-that kernel it calls the op (``EagerEntry``).
+launch) without the dispatcher's round trip, and replays the launch of a call whose sizes
+repeat (``KnownCalls``); wherever the dispatcher would do more than call that kernel it
+calls the op (``EagerEntry``).
 """
 
 import itertools
@@ -16,6 +17,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from ._triton._launch import Launch
 from .validation import (
     KnownLayouts,
     OverlapCheck,
@@ -89,6 +91,11 @@ class EagerEntry:
     from the layouts' immutable tuple, so threads need no lock. RecordFunction observers that
     run without the profiler being enabled (a standalone ExecutionTraceObserver) do not see
     shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
+
+    On the shortcut, an op that returns nothing also remembers the launch of a call that
+    repeats the one before it (``KnownCalls``): a later call with exactly those sizes, strides
+    and scalars runs the overlap check and makes that launch again, without the size checks,
+    the layout choice and the launcher's key (about half of a round op's eager call).
     """
 
     # The CUDA kernel is what a call on CUDA tensors dispatches to. Tests that run the Triton
@@ -100,6 +107,7 @@ class EagerEntry:
         self.known = known
         self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
         self.run = run          # (args, matrices): the CUDA kernel after the layout match
+        self.no_overlap = no_overlap
         self.optional = no_overlap.optional
         # The scalar arguments' positions and the Python types the schema accepts as they are.
         scalars = [(i, argument) for i, argument in enumerate(op._schema.arguments)
@@ -107,18 +115,105 @@ class EagerEntry:
         self.scalars = argument_getter([i for i, _ in scalars])
         self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
                                                          for _, a in scalars)))
+        # Ops that return nothing can replay a remembered launch (KnownCalls); an op that
+        # returns a tensor allocates it per call.
+        self.calls = KnownCalls(known.tensors) if not op._schema.returns else None
 
     def __call__(self, *args):
         if (_SHORTCUT and not _is_compiling() and not _profiling() and not _function_modes()
-                and not _dispatch_modes() and _tracing() is None
-                and tuple(map(type, self.scalars(args))) in self.scalar_types):
+                and not _dispatch_modes() and _tracing() is None):
+            scalars = self.scalars(args)
             first = args[self.first]
-            matrices = (self.known.match(args) if type(first) is _Tensor and (
-                first.is_cuda or self.cpu_tensors_run_triton) else None)
-            if matrices is not None and (not self.optional or all(
-                    args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
-                return self.run(args, matrices)
+            if (tuple(map(type, scalars)) in self.scalar_types and type(first) is _Tensor
+                    and (first.is_cuda or self.cpu_tensors_run_triton)):
+                no_optional = not self.optional or all(args[i] is None for i in self.optional)
+                plan = self.calls.match(args, scalars) if self.calls and no_optional else None
+                if plan is not None:
+                    self.no_overlap(args, matrices=plan.matrices)
+                    plan.replay(args)
+                    return None
+                matrices = self.known.match(args)
+                if matrices is not None and (no_optional or all(
+                        args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
+                    result = self.run(args, matrices)
+                    if self.calls is None:
+                        return result
+                    if no_optional:
+                        self.calls.learn(args, scalars, result, matrices)
+                    return None
         return self.op(*args)
+
+
+class Plan(NamedTuple):
+    """A launch an op's eager entry makes again for a call whose tensors have the very layout
+    (sizes and strides included) and whose scalars are the values of the call it was made
+    for: everything the check and the launch derived from them is the same."""
+
+    guard: object           # TensorGuards of the required tensors, sizes and strides exact
+    scalars: tuple
+    matrices: tuple         # for OverlapCheck
+    tensors: Callable       # args -> the kernel's tensor arguments, in its order
+    ints: tuple             # the kernel's other arguments
+    launch: Launch
+
+    def replay(self, args):
+        self.launch.launcher.again(self.launch, self.tensors(args) + self.ints)
+
+
+class KnownCalls:
+    """The launches of an op's recent calls, made again without the check's size reads, the
+    layout choice and the launcher's key (KnownLayouts still covers calls of other sizes).
+
+    A call is remembered when it launches what the call before it launched (same kernel key,
+    grid and ints, same scalars): a serving loop's batch sizes repeat from round to round, and
+    a caller whose sizes change every call pays only that comparison. Its plan then matches a
+    later call in one C++ guard check (dtype, device, dispatch keys, sizes and strides of every
+    required tensor) and a comparison of the scalars. The overlap check still runs on every
+    call (it reads storages, which no guard covers), and the launch reads the tensors'
+    addresses afresh. Only plain launches are remembered: every tensor the kernel takes is one
+    of the call's arguments. Thread-safe by construction, like KnownLayouts: ``plans`` is an
+    immutable tuple replaced whole; ``last`` is a hint whose lost update costs a later plan.
+    """
+
+    MAX_REMEMBERED = 4
+
+    def __init__(self, tensors):
+        self.tensors = tensors      # args -> the required tensors (KnownLayouts' getter)
+        self.plans = ()
+        self.last = None
+
+    def match(self, args, scalars):
+        for plan in self.plans:
+            if plan.scalars == scalars and plan.guard.check(*self.tensors(args)):
+                return plan
+        return None
+
+    def learn(self, args, scalars, launch, matrices):
+        """After a call that took the normal path: remember its plan when it repeats the
+        launch of the call before it."""
+        if TensorGuards is None or launch is None:
+            return
+        num_tensors = launch.launcher.num_tensors
+        ints = launch.args[num_tensors:]
+        signature = (scalars, launch.launcher, launch.key, launch.grid, launch.grid_y,
+                     launch.num_warps, ints)
+        if signature != self.last:
+            self.last = signature
+            return
+        places = {id(arg): i for i, arg in enumerate(args) if type(arg) is _Tensor}
+        positions = [places.get(id(t)) for t in launch.args[:num_tensors]]
+        if None in positions:
+            return      # the kernel takes a tensor the launch made (a view, a copy)
+        tensors = self.tensors(args)
+        try:
+            guard = TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
+        except (TypeError, RuntimeError):
+            return
+        if not guard.check(*tensors):
+            return
+        getter = argument_getter(positions)
+        plan = Plan(guard, scalars, matrices, getter, ints, launch._replace(args=()))
+        self.plans = (plan, *self.plans[:self.MAX_REMEMBERED - 1])
 
 
 def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
@@ -150,19 +245,24 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         return extras
 
     def matched(args, matrices):
-        """The CUDA kernel of a call whose required tensors matched a remembered layout."""
+        """The CUDA kernel of a call whose required tensors matched a remembered layout: its
+        result (an op that returns nothing: its ``Launch``)."""
         extras = check(*args, verified=True)
         no_overlap(args, matrices=matrices)
         return cuda_kernel(*args, *extras)
 
+    returns = bool(op._schema.returns)
+
     def cuda(*args):
         matrices = known.match(args)
         if matrices is not None:
-            return matched(args, matrices)
-        extras = check(*args)
-        known.remember(args)
-        no_overlap(args)
-        return cuda_kernel(*args, *extras)
+            result = matched(args, matrices)
+        else:
+            extras = check(*args)
+            known.remember(args)
+            no_overlap(args)
+            result = cuda_kernel(*args, *extras)
+        return result if returns else None
 
     def cpu(*args):
         return cpu_kernel(*args, *checked(*args))

@@ -27,9 +27,9 @@ def _advance(block_table, positions, seq_lens, block_size, max_model_len):
 
 def _step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
                out_clamped_positions, out_slot_mapping, input_batch_size=None):
-    launch_step(positions, block_table, seq_lens, block_size, max_model_len,
-                out_clamped_positions, out_slot_mapping,
-                validation.padded_rows(positions, input_batch_size))
+    return launch_step(positions, block_table, seq_lens, block_size, max_model_len,
+                       out_clamped_positions, out_slot_mapping,
+                       validation.padded_rows(positions, input_batch_size))
 
 
 def _step_cpu(positions, block_table, seq_lens, block_size, max_model_len,
@@ -70,9 +70,9 @@ def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens
 
 def _multi_step_cuda(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                      out_positions, out_slot_mapping, out_seq_lens, input_batch_size=None):
-    launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
-                      out_positions, out_slot_mapping, out_seq_lens,
-                      validation.padded_rows(positions, input_batch_size))
+    return launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len,
+                             num_steps, out_positions, out_slot_mapping, out_seq_lens,
+                             validation.padded_rows(positions, input_batch_size))
 
 
 def _multi_step_cpu(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
@@ -114,9 +114,9 @@ def eagle_multi_step_slot_mapping(positions, block_table, seq_lens, block_size, 
 
 def _mrope_step_cuda(positions, block_table, seq_lens, block_size, max_model_len,
                      out_positions, out_slot_mapping, input_batch_size=None):
-    launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_len,
-                      out_positions, out_slot_mapping,
-                      validation.padded_rows(positions, input_batch_size))
+    return launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_len,
+                             out_positions, out_slot_mapping,
+                             validation.padded_rows(positions, input_batch_size))
 
 
 def _mrope_step_cpu(positions, block_table, seq_lens, block_size, max_model_len,

@@ -44,7 +44,7 @@ def _eagle_round_cuda(sampled_token_ids, discard_request_mask, backup_next_token
                       out_positions, out_slot_mapping, out_step_positions,
                       out_step_slot_mapping, out_step_seq_lens, vocab_size, block_size,
                       max_model_len, num_steps, num_input_tokens=None, input_batch_size=None):
-    launch_prepare_eagle_round(
+    return launch_prepare_eagle_round(
         sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, target_token_ids, target_positions, target_slot_mapping, block_table,
         seq_lens, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
@@ -140,7 +140,7 @@ def _parallel_round_cuda(sampled_token_ids, discard_request_mask, backup_next_to
     num_reqs = sampled_token_ids.shape[0]
     _, num_first_pass = validation.parallel_round_sizes(
         target_token_ids, num_reqs, num_padding_slots_per_request, shift_input_ids)
-    launch_prepare_parallel_round(
+    return launch_prepare_parallel_round(
         sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, target_token_ids, target_positions, block_table, seq_lens,
         next_token_ids, valid_sampled_tokens_count, out_input_ids, out_positions,
@@ -251,7 +251,7 @@ def _dflash_round_cuda(sampled_token_ids, discard_request_mask, backup_next_toke
                        out_seq_lens, vocab_size, parallel_drafting_token_id, block_size,
                        num_speculative_tokens, num_input_tokens=None):
     num_queries = sampled_token_ids.shape[0] * (num_speculative_tokens + 1)
-    launch_prepare_dflash_round(
+    return launch_prepare_dflash_round(
         sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, target_positions, block_table, seq_lens, next_token_ids,
         valid_sampled_tokens_count, out_input_ids, out_context_positions, out_query_positions,

@@ -39,3 +39,22 @@ def run(op, args, backend):
     if result is not None:
         outputs.append(result)
     return [t.cpu() for t in outputs]
+
+
+def interpreted_launches_take_turns(monkeypatch):
+    """Without a GPU, one interpreted launch at a time: Triton's interpreter keeps global state
+    while it runs a kernel. The checks, remembered layouts and plans around them stay
+    concurrent."""
+    if HAS_CUDA:
+        return
+    import threading
+
+    from spec_ops._triton._launch import Launcher
+    one_at_a_time = threading.Lock()
+    for name in ("__call__", "again"):
+        method = getattr(Launcher, name)
+
+        def taking_turns(*args, method=method, **kwargs):
+            with one_at_a_time:
+                return method(*args, **kwargs)
+        monkeypatch.setattr(Launcher, name, taking_turns)

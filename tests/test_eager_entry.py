@@ -5,6 +5,7 @@ seen in a valid call) it dispatches. Without a GPU the CUDA kernel is the interp
 kernel on CPU tensors (``cpu_tensors_run_triton``)."""
 
 import contextlib
+import threading
 import warnings
 
 import pytest
@@ -13,11 +14,11 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import spec_ops
-from backends import HAS_CUDA, TRITON, place
+from backends import HAS_CUDA, TRITON, interpreted_launches_take_turns, place
 from reference import REFERENCES
 from samples import OPS, op_overload, sample, written_arg_indices
 from test_validation import sharing_memory
-from spec_ops._library import KERNELS, EagerEntry
+from spec_ops._library import KERNELS, EagerEntry, Plan
 
 pytestmark = pytest.mark.parametrize("backend", [TRITON])
 NUM_REQS = 4
@@ -31,6 +32,9 @@ def triton_on_cpu_tensors(monkeypatch):
         monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
     for kernels in KERNELS.values():
         monkeypatch.setattr(kernels.entry.known, "guards", ())
+        if kernels.entry.calls is not None:
+            monkeypatch.setattr(kernels.entry.calls, "plans", ())
+            monkeypatch.setattr(kernels.entry.calls, "last", None)
 
 
 class Dispatches:
@@ -51,6 +55,32 @@ def remembered(op, backend, seed=3):
     batch size."""
     KERNELS[op].triton(*place(sample(op, seed, NUM_REQS + 2, fixed_dtype=torch.int32), backend))
     return place(sample(op, seed + 1, NUM_REQS, fixed_dtype=torch.int32), backend)
+
+
+class Runs:
+    """Counts the entry's calls that take the check and the layout choice (not a plan)."""
+
+    def __init__(self, monkeypatch, op):
+        entry = KERNELS[op].entry
+        self.count, run = 0, entry.run
+
+        def counted(*args):
+            self.count += 1
+            return run(*args)
+        monkeypatch.setattr(entry, "run", counted)
+
+
+def planned(op, backend, seed=3, num_reqs=NUM_REQS):
+    """Arguments (optional tensors None) of a call whose launch the entry remembers: the second
+    of two calls with these sizes and scalars made it a plan (KnownCalls)."""
+    args = list(remembered(op, backend, seed))
+    if num_reqs != NUM_REQS:
+        args = list(place(sample(op, seed + 1, num_reqs, fixed_dtype=torch.int32), backend))
+    for i in KERNELS[op].entry.optional:
+        args[i] = None
+    for _ in range(2):
+        getattr(spec_ops, op)(*place(tuple(args), backend))
+    return tuple(args)
 
 
 def outputs(op, args, result):
@@ -79,7 +109,7 @@ def dispatching_to_triton(op):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # "overriding a previously registered kernel"
-            library.impl(op, KERNELS[op].triton, "CPU")
+            library.impl(op, KERNELS[op].triton, "CPU", allow_override=True)
         yield
     finally:
         library._destroy()      # the CPU kernel is the CPU key's kernel again
@@ -122,6 +152,126 @@ def test_bad_input_through_the_entry_is_rejected_before_any_write(op, backend, m
         [t for t in bad if isinstance(t, torch.Tensor)], before))
     with pytest.raises(TypeError, match="got None"):
         getattr(spec_ops, op)(*replaced(args, written, None))
+
+
+PLANNED_OPS = [op for op in OPS if not op_overload(op)._schema.returns]
+
+
+@pytest.mark.parametrize("op", PLANNED_OPS)
+def test_a_repeated_call_replays_its_launch(op, backend, monkeypatch):
+    """The third call of one size replays the second's launch: no check, no layout choice,
+    the same results and version counters as the dispatched op (which bumps none)."""
+    args = planned(op, backend)
+    assert KERNELS[op].entry.calls.plans, "the repeated call left no plan"
+    reference = expected(op, args)
+    runs, dispatches = Runs(monkeypatch, op), Dispatches(monkeypatch, op)
+    fresh = place(args, backend)
+    before = [fresh[i]._version for i in written_arg_indices(op)]
+    assert getattr(spec_ops, op)(*fresh) is None
+    assert (runs.count, dispatches.count) == (0, 0)
+    assert outputs(op, fresh, None) == reference
+    assert [fresh[i]._version for i in written_arg_indices(op)] == before
+
+
+def test_a_plan_needs_the_same_sizes_strides_and_scalars(backend, monkeypatch):
+    """Another batch size, a row-strided block table of the same sizes, another scalar: each
+    takes the checked path (and is right); the planned call still replays."""
+    args = planned(OP, backend)
+    runs = Runs(monkeypatch, OP)
+    other_size = place(sample(OP, 9, NUM_REQS + 1, fixed_dtype=torch.int32), backend)
+    strided = list(place(args, backend))
+    table = strided[1]
+    wide = torch.zeros(table.shape[0], table.shape[1] + 3, dtype=table.dtype,
+                       device=table.device)
+    wide[:, :table.shape[1]] = table
+    strided[1] = wide[:, :table.shape[1]]
+    other_scalar = replaced(place(args, backend), 4, args[4] + 1)       # max_model_len
+    for count, call in enumerate((other_size, tuple(strided), other_scalar), 1):
+        reference = expected(OP, call)
+        getattr(spec_ops, OP)(*call)
+        assert runs.count == count
+        assert outputs(OP, call, None) == reference
+    again = place(args, backend)
+    getattr(spec_ops, OP)(*again)
+    assert runs.count == 3
+    assert outputs(OP, again, None) == expected(OP, args)
+
+
+def test_sizes_that_change_every_call_make_no_plan(backend):
+    """A caller whose batch size changes every call pays one comparison per call, no plan."""
+    calls = KERNELS[OP].entry.calls
+    small = remembered(OP, backend)
+    large = place(sample(OP, 5, NUM_REQS + 2, fixed_dtype=torch.int32), backend)
+    for _ in range(3):
+        for args in (small, large):
+            getattr(spec_ops, OP)(*place(args, backend))
+    assert calls.plans == ()
+    getattr(spec_ops, OP)(*place(large, backend))
+    assert len(calls.plans) == 1, "a repeated size makes a plan"
+
+
+@pytest.mark.parametrize("op", PLANNED_OPS)
+def test_bad_input_on_a_planned_layout_is_rejected_before_any_write(op, backend, monkeypatch):
+    """Sizes and scalars of a remembered launch, a written tensor sharing memory with another
+    argument: the overlap check runs before the replay and names both; a wrong dtype or
+    ``None`` fails the plan's guard and gets the check's error."""
+    args = planned(op, backend)
+    written = written_arg_indices(op)[0]
+    other = next(i for i, a in enumerate(args)
+                 if isinstance(a, torch.Tensor) and a.numel() and i != written)
+    first, second = sharing_memory(args[written], args[other], 0, args[0].device)
+    bad = replaced(replaced(place(args, backend), written, first), other, second)
+    before = [t.clone() for t in bad if isinstance(t, torch.Tensor)]
+    with pytest.raises(ValueError, match="overlaps"):
+        getattr(spec_ops, op)(*bad)
+    assert all(torch.equal(t, b) for t, b in zip(
+        [t for t in bad if isinstance(t, torch.Tensor)], before))
+    floats = replaced(place(args, backend), written, args[written].double())
+    with pytest.raises(TypeError, match="must be"):
+        getattr(spec_ops, op)(*floats)
+    with pytest.raises(TypeError, match="got None"):
+        getattr(spec_ops, op)(*replaced(args, written, None))
+
+
+def test_threads_replaying_their_own_plans(backend, monkeypatch):
+    """Threads calling one op with their own batch sizes, each size's plan made up front:
+    every call right, whether it replayed a plan or took the checked path (interleaved sizes
+    also replace the plans meanwhile)."""
+    interpreted_launches_take_turns(monkeypatch)
+    remembered(OP, backend)
+    sizes = [1, 3, NUM_REQS, 6]
+    batches = {n: place(sample(OP, 20 + n, n, fixed_dtype=torch.int32), backend) for n in sizes}
+    wanted = {n: expected(OP, args) for n, args in batches.items()}
+    for args in batches.values():
+        for _ in range(2):
+            getattr(spec_ops, OP)(*place(args, backend))
+    assert len(KERNELS[OP].entry.calls.plans) == len(sizes)
+    replays, replay = [], Plan.replay
+
+    def counted(plan, args):
+        replays.append(1)
+        return replay(plan, args)
+    monkeypatch.setattr(Plan, "replay", counted)
+    wrong = []
+
+    def loop(n):
+        for _ in range(6):
+            args = place(batches[n], backend)
+            try:
+                getattr(spec_ops, OP)(*args)
+            except Exception as error:      # noqa: BLE001 - any exception is a failure
+                wrong.append(f"{n}: {type(error).__name__}: {error}")
+                continue
+            if outputs(OP, args, None) != wanted[n]:
+                wrong.append(f"{n}: wrong result")
+
+    threads = [threading.Thread(target=loop, args=(n,)) for n in sizes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, wrong[:3]
+    assert replays, "no call replayed a plan"
 
 
 class Logging(TorchDispatchMode):

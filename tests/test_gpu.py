@@ -16,6 +16,7 @@ import torch._inductor.cudagraph_trees
 import torch.fx.experimental._config
 import triton
 
+import spec_ops
 from backends import run
 from chain import engine_step, engine_step_inputs
 from samples import OPS, clone_args, op_overload, sample, written_arg_indices
@@ -186,6 +187,42 @@ def test_call_on_a_side_stream_runs_on_it(op):
     if result is not None:
         outputs.append(result)
     assert_equal_lists(outputs, expected)
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if not op_overload(op)._schema.returns])
+def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op):
+    """The public function's replay of a remembered launch (the third call of one size): on a
+    side stream whose inputs land after a long spin it reads them after they land, and a CUDA
+    graph captured around it replays with new inputs equal to the CPU kernel."""
+    function, entry = getattr(spec_ops, op), KERNELS[op].entry
+    static = list(clone_args(sample(op, 2, 9, fixed_dtype=torch.int32), "cuda"))
+    landing = list(sample(op, 1, 9, fixed_dtype=torch.int32))
+    for i in entry.optional:
+        static[i] = landing[i] = None
+    expected = run(op, landing, "cpu")
+    landing = clone_args(landing, "cuda")
+    for _ in range(3):
+        function(*clone_args(static, "cuda"))
+    torch.cuda.synchronize()
+    assert entry.calls.match(static, entry.scalars(static)) is not None, "no plan"
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SPIN_CYCLES)
+        for dst, src in zip(static, landing):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        function(*static)
+    side.synchronize()
+    assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        function(*static)
+    for i in written_arg_indices(op):
+        static[i].copy_(landing[i])     # the outs as they were before any call wrote them
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")

@@ -7,7 +7,7 @@ import functools
 import pytest
 import torch
 
-from backends import BACKENDS, ENTRY, HAS_CUDA, call, place, run
+from backends import BACKENDS, ENTRY, HAS_CUDA, call, interpreted_launches_take_turns, place, run
 from samples import OPS, op_overload, sample, written_arg_indices
 from spec_ops import validation
 
@@ -447,16 +447,10 @@ def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
     import threading
 
     from spec_ops._library import EagerEntry
-    from spec_ops._triton._launch import Launcher
     if backend == ENTRY and not HAS_CUDA:
         monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
-    if backend != "cpu" and not HAS_CUDA:
-        launch, one_at_a_time = Launcher.__call__, threading.Lock()
-
-        def interpreted_launch(*args, **kwargs):
-            with one_at_a_time:
-                return launch(*args, **kwargs)
-        monkeypatch.setattr(Launcher, "__call__", interpreted_launch)
+    if backend != "cpu":
+        interpreted_launches_take_turns(monkeypatch)
 
     from reference import REFERENCES
     ops = ("eagle_prepare_inputs_padded", "copy_and_expand_eagle_inputs",
