@@ -595,7 +595,7 @@ def _recording_launches(launches):
 
     def record(launcher, grid, args, num_warps=None, grid_y=1):
         launches.append(Launch(launcher, grid, args, num_warps or launcher.num_warps, grid_y))
-        original(launcher, grid, args, num_warps, grid_y)
+        return original(launcher, grid, args, num_warps, grid_y)
 
     with mock.patch.object(Launcher, "__call__", record):
         yield

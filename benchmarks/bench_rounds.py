@@ -11,8 +11,8 @@ K = 1, 3 and 7. Variants:
   round fn, sequence fn   the same through the public functions, spec_ops.<op> (their eager
             entry skips the dispatcher once a call's layout is known, and replays the launch
             of a call whose sizes repeat): host µs only, the GPU work being the same
-  ..., sizes alternating   the functions with batches of R and R + 1 requests in turn, so
-            that no size repeats from one call to the next (no launch is replayed)
+  ..., sizes alternating   the functions with batches of R + 1 and R + 2 requests in turn,
+            so that no size repeats from one call to the next (no launch is replayed)
 
 For each: host µs per eager round (back-to-back calls, synchronized at both ends, median of
 repeats), GPU µs per round inside a CUDA graph, and launches per round (CUDA kernels, memcpys
@@ -224,16 +224,18 @@ def bench_case(method, op, inputs, num_reqs, k):
     for name, call in calls.items():
         if "error" not in times[name]:
             times[name]["launches"] = None if SMOKE else cuda_launches_per_call(call)
-    # Batches of R and R + 1 requests in turn: the size changes on every call, so the entry's
-    # launch plans never form (the path of a caller whose sizes never repeat).
-    other = _fresh(inputs(num_reqs + 1, k, torch.Generator().manual_seed(7 + num_reqs)), device)
+    # Batches of R + 1 and R + 2 requests in turn: the size changes on every call, so the
+    # entry makes no launch plan for them (the path of a caller whose sizes never repeat; a
+    # plan of R's, from the variant above, matches neither).
+    others = [_fresh(inputs(num_reqs + n, k, torch.Generator().manual_seed(7 + num_reqs + n)),
+                     device) for n in (1, 2)]
     functions = {}
     for name, fn, keywords in (("round fn", getattr(spec_ops, op), {}),
                                ("sequence fn", SEQUENCES[op], {"ops": FUNCTIONS})):
         functions[name] = functools.partial(fn, *_op_args(op, _fresh(initial)), **keywords)
         functions[f"{name}, sizes alternating"] = _alternating(
             functools.partial(fn, *_op_args(op, _fresh(batch)), **keywords)
-            for batch in (initial, other))
+            for batch in others)
     times.update({name: {"host_us": us} for name, us in host_us(functions).items()})
     return {"method": method, "op": op, "num_reqs": num_reqs, "k": k, "times": times,
             "mismatches": {name: lines for name, lines in mismatches.items() if lines}}

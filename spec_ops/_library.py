@@ -166,7 +166,8 @@ class KnownCalls:
 
     A call is remembered when it launches what the call before it launched (same kernel key,
     grid and ints, same scalars): a serving loop's batch sizes repeat from round to round, and
-    a caller whose sizes change every call pays only that comparison. Its plan then matches a
+    a caller whose sizes change every call pays that comparison and a failed guard check per
+    remembered plan (0.2-1.0 µs in all, benchmarks/results/history.md). Its plan matches a
     later call in one C++ guard check (dtype, device, dispatch keys, sizes and strides of every
     required tensor) and a comparison of the scalars. The overlap check still runs on every
     call (it reads storages, which no guard covers), and the launch reads the tensors'
@@ -188,18 +189,19 @@ class KnownCalls:
                 return plan
         return None
 
-    def learn(self, args, scalars, launch, matrices):
-        """After a call that took the normal path: remember its plan when it repeats the
-        launch of the call before it."""
-        if TensorGuards is None or launch is None:
+    def learn(self, args, scalars, made, matrices):
+        """After a call that took the checked path and launched ``made`` (a Launcher's
+        returned tuple): remember its plan when it repeats the launch of the call before it."""
+        if TensorGuards is None or made is None:
             return
-        num_tensors = launch.launcher.num_tensors
-        ints = launch.args[num_tensors:]
-        signature = (scalars, launch.launcher, launch.key, launch.grid, launch.grid_y,
-                     launch.num_warps, ints)
+        launcher, _, _, _, _, kernel_args = made
+        num_tensors = launcher.num_tensors
+        ints = kernel_args[num_tensors:]
+        signature = (scalars, *made[:5], ints)
         if signature != self.last:
             self.last = signature
             return
+        launch = Launch._make(made)
         places = {id(arg): i for i, arg in enumerate(args) if type(arg) is _Tensor}
         positions = [places.get(id(t)) for t in launch.args[:num_tensors]]
         if None in positions:
@@ -246,7 +248,7 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
 
     def matched(args, matrices):
         """The CUDA kernel of a call whose required tensors matched a remembered layout: its
-        result (an op that returns nothing: its ``Launch``)."""
+        result (an op that returns nothing: the launch it made, as Launcher returns it)."""
         extras = check(*args, verified=True)
         no_overlap(args, matrices=matrices)
         return cuda_kernel(*args, *extras)
