@@ -37,17 +37,18 @@ def triton_on_cpu_tensors(monkeypatch):
             monkeypatch.setattr(kernels.entry.calls, "last", None)
 
 
-class Dispatches:
-    """Counts the entry's calls of the dispatched op (which still runs)."""
+class Calls:
+    """Counts the entry's calls of its ``attribute`` (which still runs): "op" the dispatched
+    op, "run" the checked path (the check and the layout choice, not a plan)."""
 
-    def __init__(self, monkeypatch, op):
+    def __init__(self, monkeypatch, op, attribute):
         entry = KERNELS[op].entry
-        self.count, dispatched = 0, entry.op
+        self.count, called = 0, getattr(entry, attribute)
 
         def counted(*args):
             self.count += 1
-            return dispatched(*args)
-        monkeypatch.setattr(entry, "op", counted)
+            return called(*args)
+        monkeypatch.setattr(entry, attribute, counted)
 
 
 def remembered(op, backend, seed=3):
@@ -55,19 +56,6 @@ def remembered(op, backend, seed=3):
     batch size."""
     KERNELS[op].triton(*place(sample(op, seed, NUM_REQS + 2, fixed_dtype=torch.int32), backend))
     return place(sample(op, seed + 1, NUM_REQS, fixed_dtype=torch.int32), backend)
-
-
-class Runs:
-    """Counts the entry's calls that take the check and the layout choice (not a plan)."""
-
-    def __init__(self, monkeypatch, op):
-        entry = KERNELS[op].entry
-        self.count, run = 0, entry.run
-
-        def counted(*args):
-            self.count += 1
-            return run(*args)
-        monkeypatch.setattr(entry, "run", counted)
 
 
 def planned(op, backend, seed=3, num_reqs=NUM_REQS):
@@ -123,7 +111,7 @@ def test_known_layout_skips_the_dispatcher_with_the_same_results_and_versions(op
     dispatched = place(args, backend)
     with dispatching_to_triton(op):
         assert outputs(op, dispatched, op_overload(op)(*dispatched)) == reference
-    dispatches = Dispatches(monkeypatch, op)
+    dispatches = Calls(monkeypatch, op, "op")
     before = [args[i]._version for i in written_arg_indices(op)]
     result = getattr(spec_ops, op)(*args)
     assert dispatches.count == 0
@@ -144,7 +132,7 @@ def test_bad_input_through_the_entry_is_rejected_before_any_write(op, backend, m
     first, second = sharing_memory(args[written], args[other], 0, args[0].device)
     bad = replaced(replaced(args, written, first), other, second)
     before = [t.clone() for t in bad if isinstance(t, torch.Tensor)]
-    dispatches = Dispatches(monkeypatch, op)
+    dispatches = Calls(monkeypatch, op, "op")
     with pytest.raises(ValueError, match="overlaps"):
         getattr(spec_ops, op)(*bad)
     assert dispatches.count == 0
@@ -164,7 +152,7 @@ def test_a_repeated_call_replays_its_launch(op, backend, monkeypatch):
     args = planned(op, backend)
     assert KERNELS[op].entry.calls.plans, "the repeated call left no plan"
     reference = expected(op, args)
-    runs, dispatches = Runs(monkeypatch, op), Dispatches(monkeypatch, op)
+    runs, dispatches = Calls(monkeypatch, op, "run"), Calls(monkeypatch, op, "op")
     fresh = place(args, backend)
     before = [fresh[i]._version for i in written_arg_indices(op)]
     assert getattr(spec_ops, op)(*fresh) is None
@@ -177,7 +165,7 @@ def test_a_plan_needs_the_same_sizes_strides_and_scalars(backend, monkeypatch):
     """Another batch size, a row-strided block table of the same sizes, another scalar: each
     takes the checked path (and is right); the planned call still replays."""
     args = planned(OP, backend)
-    runs = Runs(monkeypatch, OP)
+    runs = Calls(monkeypatch, OP, "run")
     other_size = place(sample(OP, 9, NUM_REQS + 1, fixed_dtype=torch.int32), backend)
     strided = list(place(args, backend))
     table = strided[1]
@@ -318,7 +306,7 @@ def test_the_profiler_records_the_op(backend, monkeypatch):
 
 def test_subclasses_unseen_layouts_and_inference_tensors_dispatch(backend, monkeypatch):
     args = remembered(OP, backend)
-    dispatches = Dispatches(monkeypatch, OP)
+    dispatches = Calls(monkeypatch, OP, "op")
     getattr(spec_ops, OP)(*place(args, backend))
     assert dispatches.count == 0
     sub = list(place(args, backend))
@@ -344,7 +332,7 @@ def test_an_optional_subclass_dispatches(backend, monkeypatch):
     if args[index] is None:
         args = list(args)
         args[index] = torch.zeros(NUM_REQS, dtype=torch.int32, device=args[0].device)
-    dispatches = Dispatches(monkeypatch, op)
+    dispatches = Calls(monkeypatch, op, "op")
     plain = place(tuple(args), backend)
     getattr(spec_ops, op)(*plain)
     assert dispatches.count == 0
@@ -388,7 +376,7 @@ def test_fx_symbolic_trace_records_the_op(backend):
 def test_scalars_the_schema_would_convert_or_reject_dispatch(backend, monkeypatch):
     """A float where the schema has int, or a 0-dim tensor: the dispatcher decides."""
     args = remembered(OP, backend)
-    dispatches = Dispatches(monkeypatch, OP)
+    dispatches = Calls(monkeypatch, OP, "op")
     with pytest.raises(RuntimeError):
         getattr(spec_ops, OP)(*replaced(args, 3, float(args[3])))     # block_size
     assert dispatches.count == 1

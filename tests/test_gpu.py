@@ -163,6 +163,21 @@ def test_generic_launch_paths_equal_cpu(path):
 SPIN_CYCLES = 100_000_000     # ~50 ms of GPU clock
 
 
+def call_after_landing(function, static, landing):
+    """On a side stream that first spins for a long time: copy ``landing``'s tensors into
+    ``static``'s, then ``function(*static)``; its result, once the side stream is done."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SPIN_CYCLES)
+        for dst, src in zip(static, landing):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        result = function(*static)
+    side.synchronize()
+    return result
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_call_on_a_side_stream_runs_on_it(op):
     """On a side stream whose inputs land only after a long spin, the op (its kernel already
@@ -174,15 +189,7 @@ def test_call_on_a_side_stream_runs_on_it(op):
     static = clone_args(sample(op, 2, 9, fixed_dtype=torch.int32), "cuda")
     op_overload(op)(*clone_args(static, "cuda"))
     torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(SPIN_CYCLES)
-        for dst, src in zip(static, landing):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
-        result = op_overload(op)(*static)
-    side.synchronize()
+    result = call_after_landing(op_overload(op), static, landing)
     outputs = [static[i] for i in written_arg_indices(op)]
     if result is not None:
         outputs.append(result)
@@ -205,15 +212,7 @@ def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op):
         function(*clone_args(static, "cuda"))
     torch.cuda.synchronize()
     assert entry.calls.match(static, entry.scalars(static)) is not None, "no plan"
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(SPIN_CYCLES)
-        for dst, src in zip(static, landing):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
-        function(*static)
-    side.synchronize()
+    call_after_landing(function, static, landing)
     assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
