@@ -112,6 +112,7 @@ class EagerEntry:
         # The scalar arguments' positions and the Python types the schema accepts as they are.
         scalars = [(i, argument) for i, argument in enumerate(op._schema.arguments)
                    if not is_tensor_type(argument.type)]
+        self.scalar_names = [(i, argument.name) for i, argument in scalars]
         self.scalars = argument_getter([i for i, _ in scalars])
         self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
                                                          for _, a in scalars)))
@@ -135,13 +136,27 @@ class EagerEntry:
                 matrices = self.known.match(args)
                 if matrices is not None and (no_optional or all(
                         args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
-                    result = self.run(args, matrices)
+                    try:
+                        result = self.run(args, matrices)
+                    except OverflowError as error:    # Triton's, binding the kernel's ints
+                        raise self._beyond_int64(args, error) from None
                     if self.calls is None:
                         return result
                     if no_optional:
                         self.calls.learn(args, scalars, result, matrices)
                     return None
         return self.op(*args)
+
+    def _beyond_int64(self, args, error):
+        """The ValueError for a scalar argument past int64's range, which the dispatcher's
+        conversion would have refused and the launch could not pass (``error`` otherwise).
+        Raised before anything launches."""
+        for i, name in self.scalar_names:
+            value = args[i]
+            if type(value) is int and not -2**63 <= value < 2**63:
+                return ValueError(f"spec_ops.{self.op._schema.name.split('::')[-1]}: {name} "
+                                  f"must fit in int64, got {value}")
+        return error
 
 
 class Plan(NamedTuple):
@@ -203,6 +218,8 @@ class KnownCalls:
             return
         launch = Launch._make(made)
         places = {id(arg): i for i, arg in enumerate(args) if type(arg) is _Tensor}
+        if len(places) != sum(type(arg) is _Tensor for arg in args):
+            return      # one tensor in two places: which place the kernel reads is unknown
         positions = [places.get(id(t)) for t in launch.args[:num_tensors]]
         if None in positions:
             return      # the kernel takes a tensor the launch made (a view, a copy)

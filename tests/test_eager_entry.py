@@ -198,6 +198,21 @@ def test_sizes_that_change_every_call_make_no_plan(backend):
     assert len(calls.plans) == 1, "a repeated size makes a plan"
 
 
+def test_one_tensor_in_two_places_makes_no_plan(backend):
+    """1.5 with positions as its own out (the allowed alias): which place a plan would read is
+    not known from the tensor, so the call always takes the checked path (and is right)."""
+    args = remembered(OP, backend)
+    reference = expected(OP, args)      # out_clamped_positions its own tensor: the same values
+    for _ in range(3):
+        call = place(args, backend)
+        call = (*call[:5], call[0], *call[6:])      # out_clamped_positions is positions
+        getattr(spec_ops, OP)(*call)
+        seq_lens, positions, slots = outputs(OP, call, None)
+        assert [seq_lens, slots] == [reference[0], reference[2]]
+        assert positions == reference[1][:len(positions)]   # the out's head: the R rows
+    assert KERNELS[OP].entry.calls.plans == ()
+
+
 @pytest.mark.parametrize("op", PLANNED_OPS)
 def test_bad_input_on_a_planned_layout_is_rejected_before_any_write(op, backend, monkeypatch):
     """Sizes and scalars of a remembered launch, a written tensor sharing memory with another
@@ -219,6 +234,18 @@ def test_bad_input_on_a_planned_layout_is_rejected_before_any_write(op, backend,
         getattr(spec_ops, op)(*floats)
     with pytest.raises(TypeError, match="got None"):
         getattr(spec_ops, op)(*replaced(args, written, None))
+
+
+def test_an_int_beyond_int64_is_a_value_error_naming_it(backend):
+    """The dispatcher refuses an int past int64 while converting it; on the shortcut the check
+    passes such a max_model_len and the launch cannot bind it: a ValueError naming it, before
+    anything is written."""
+    args = remembered(OP, backend)
+    before = [t.clone() for t in args if isinstance(t, torch.Tensor)]
+    with pytest.raises(ValueError, match=f"max_model_len must fit in int64, got {2**64}"):
+        getattr(spec_ops, OP)(*replaced(args, 4, 2**64))
+    assert all(torch.equal(t, b) for t, b in zip(
+        [t for t in args if isinstance(t, torch.Tensor)], before))
 
 
 def test_threads_replaying_their_own_plans(backend, monkeypatch):
