@@ -157,9 +157,9 @@ def _current_stream(device_index):
 
 
 class Launch(NamedTuple):
-    """A launch as ``Launcher`` made it: its kernel's cache key (None under TRITON_INTERPRET),
-    grid, warps and arguments, tensors first. ``launcher.again(launch, args)`` makes it again
-    with other arguments of the same kind."""
+    """A launch as ``Launcher`` made it: its kernel's cache key (None under TRITON_INTERPRET
+    and for an empty grid, which launches nothing), grid, warps and arguments, tensors first.
+    ``launcher.again(launch, args)`` makes it again with other arguments of the same kind."""
 
     launcher: "Launcher"
     key: Optional[tuple]

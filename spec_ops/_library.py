@@ -216,11 +216,10 @@ class KnownCalls:
         if signature != self.last:
             self.last = signature
             return
-        launch = Launch._make(made)
         places = {id(arg): i for i, arg in enumerate(args) if type(arg) is _Tensor}
         if len(places) != sum(type(arg) is _Tensor for arg in args):
             return      # one tensor in two places: which place the kernel reads is unknown
-        positions = [places.get(id(t)) for t in launch.args[:num_tensors]]
+        positions = [places.get(id(t)) for t in kernel_args[:num_tensors]]
         if None in positions:
             return      # the kernel takes a tensor the launch made (a view, a copy)
         tensors = self.tensors(args)
@@ -231,7 +230,8 @@ class KnownCalls:
         if not guard.check(*tensors):
             return
         getter = argument_getter(positions)
-        plan = Plan(guard, scalars, matrices, getter, ints, launch._replace(args=()))
+        # The launch without the call's tensors, which the plan must not keep alive.
+        plan = Plan(guard, scalars, matrices, getter, ints, Launch(*made[:5], args=()))
         self.plans = (plan, *self.plans[:self.MAX_REMEMBERED - 1])
 
 

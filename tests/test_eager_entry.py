@@ -58,12 +58,10 @@ def remembered(op, backend, seed=3):
     return place(sample(op, seed + 1, NUM_REQS, fixed_dtype=torch.int32), backend)
 
 
-def planned(op, backend, seed=3, num_reqs=NUM_REQS):
+def planned(op, backend):
     """Arguments (optional tensors None) of a call whose launch the entry remembers: the second
     of two calls with these sizes and scalars made it a plan (KnownCalls)."""
-    args = list(remembered(op, backend, seed))
-    if num_reqs != NUM_REQS:
-        args = list(place(sample(op, seed + 1, num_reqs, fixed_dtype=torch.int32), backend))
+    args = list(remembered(op, backend))
     for i in KERNELS[op].entry.optional:
         args[i] = None
     for _ in range(2):
