@@ -11,8 +11,11 @@ K = 1, 3 and 7. Variants:
   round fn, sequence fn   the same through the public functions, spec_ops.<op> (their eager
             entry skips the dispatcher once a call's layout is known, and replays the launch
             of a call whose sizes repeat): host µs only, the GPU work being the same
-  ..., sizes alternating   the functions with batches of R + 1 and R + 2 requests in turn,
-            so that no size repeats from one call to the next (no launch is replayed)
+  ..., two sizes   the functions with batches of R + 1 and R + 2 requests in turn (the
+            micro-batches of a pipeline): each size's launch plan replays
+  ..., sizes changing   the functions with batches of R + 3 ... R + 7 requests in turn, more
+            sizes than the entry remembers, as if the size changed on every call: no launch
+            plan forms
 
 For each: host µs per eager round (back-to-back calls, synchronized at both ends, median of
 repeats), GPU µs per round inside a CUDA graph, and launches per round (CUDA kernels, memcpys
@@ -54,7 +57,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from round_sequences import SEQUENCES, cuda_launches_per_call, engine_batch  # noqa: E402
 import spec_ops  # noqa: E402
-from spec_ops._library import KERNELS  # noqa: E402
+from spec_ops._library import KERNELS, KnownCalls  # noqa: E402
 
 BLOCK_SIZE = bench_ops.BLOCK_SIZE
 MAX_MODEL_LEN = bench_ops.MAX_MODEL_LEN
@@ -64,6 +67,8 @@ CUDA_GRAPH_TOKEN_MULTIPLE = 8     # first passes are padded up to this (num_inpu
 
 NUM_REQS, NUM_DRAFTS = ((1, 5), (1, 3)) if SMOKE else ((1, 64, 1024), (1, 3, 7))
 HOST_LIMIT, GRAPH_LIMIT, FLOOR_LIMIT = 0.15, 0.3, 2.0
+# The functions' host-time variants with other batch sizes (bench_case).
+TWO_SIZES, SIZES_CHANGING = "two sizes", "sizes changing"
 
 I32, I64 = torch.int32, torch.int64
 
@@ -224,24 +229,26 @@ def bench_case(method, op, inputs, num_reqs, k):
     for name, call in calls.items():
         if "error" not in times[name]:
             times[name]["launches"] = None if SMOKE else cuda_launches_per_call(call)
-    # Batches of R + 1 and R + 2 requests in turn: the size changes on every call, so the
-    # entry makes no launch plan for them (the path of a caller whose sizes never repeat; a
-    # plan of R's, from the variant above, matches neither).
+    # Batches of R + 1 and R + 2 requests in turn, each size's launch plan replaying; and of
+    # R + 3 ... more sizes in turn than the entry remembers (KnownCalls), so that no plan forms
+    # (the path of a caller whose size changes on every call; the other variants' plans match
+    # none of these sizes).
     others = [_fresh(inputs(num_reqs + n, k, torch.Generator().manual_seed(7 + num_reqs + n)),
-                     device) for n in (1, 2)]
+                     device) for n in range(1, KnownCalls.MAX_REMEMBERED + 4)]
     functions = {}
     for name, fn, keywords in (("round fn", getattr(spec_ops, op), {}),
                                ("sequence fn", SEQUENCES[op], {"ops": FUNCTIONS})):
         functions[name] = functools.partial(fn, *_op_args(op, _fresh(initial)), **keywords)
-        functions[f"{name}, sizes alternating"] = _alternating(
-            functools.partial(fn, *_op_args(op, _fresh(batch)), **keywords)
-            for batch in others)
+        for variant, batches in ((TWO_SIZES, others[:2]), (SIZES_CHANGING, others[2:])):
+            functions[f"{name}, {variant}"] = _in_turn(
+                functools.partial(fn, *_op_args(op, _fresh(batch)), **keywords)
+                for batch in batches)
     times.update({name: {"host_us": us} for name, us in host_us(functions).items()})
     return {"method": method, "op": op, "num_reqs": num_reqs, "k": k, "times": times,
             "mismatches": {name: lines for name, lines in mismatches.items() if lines}}
 
 
-def _alternating(calls):
+def _in_turn(calls):
     """One call of each of ``calls`` in turn per call."""
     turns = itertools.cycle(list(calls))
     return lambda: next(turns)()
@@ -269,13 +276,13 @@ def evaluate_targets(cases, floor):
                    case["times"]["sequence fn"].get("host_us")), HOST_LIMIT)
         add(f"host <= {HOST_LIMIT}x sequence (torch.ops)",
             _ratio(round_.get("host_us"), sequence.get("host_us")), HOST_LIMIT)
-        if not SMOKE:       # information: a caller whose batch size changes every call
-            ratio = _ratio(case["times"]["round fn, sizes alternating"].get("host_us"),
-                           case["times"]["sequence fn, sizes alternating"].get("host_us"))
-            targets.append({"target": f"host <= {HOST_LIMIT}x sequence (functions), sizes "
-                                      f"alternating", "method": case["method"],
-                            "num_reqs": case["num_reqs"], "k": case["k"], "ratio": ratio,
-                            "limit": HOST_LIMIT, "info": True,
+        for variant in (TWO_SIZES, SIZES_CHANGING) if not SMOKE else ():
+            # information: callers whose batch sizes take turns or change every call
+            ratio = _ratio(case["times"][f"round fn, {variant}"].get("host_us"),
+                           case["times"][f"sequence fn, {variant}"].get("host_us"))
+            targets.append({"target": f"host <= {HOST_LIMIT}x sequence (functions), {variant}",
+                            "method": case["method"], "num_reqs": case["num_reqs"],
+                            "k": case["k"], "ratio": ratio, "limit": HOST_LIMIT, "info": True,
                             "passed": None if ratio is None else ratio <= HOST_LIMIT})
         add(f"GPU <= {GRAPH_LIMIT}x sequence",
             _ratio(round_.get("graph_us"), sequence.get("graph_us")), GRAPH_LIMIT)
@@ -307,7 +314,7 @@ def print_table(cases, floor):
         print(floor_line(floor))
     header = (f"{'method':<12}{'R':>5}{'K':>3}{'round':>22}{'sequence':>22}"
               f"{'host x':>8}{'GPU x':>8}{'fn host':>9}{'seq fn':>8}{'fn x':>7}"
-              f"{'alt fn':>8}{'alt seq':>8}{'alt x':>7}")
+              f"{'two x':>7}{'chg fn':>8}{'chg seq':>8}{'chg x':>7}")
     print(header)
     print("-" * len(header))
     for case in cases:
@@ -320,18 +327,22 @@ def print_table(cases, floor):
         round_, sequence = case["times"]["round"], case["times"]["sequence"]
         host = _ratio(round_.get("host_us"), sequence.get("host_us"))
         graph = _ratio(round_.get("graph_us"), sequence.get("graph_us"))
-        function, sequence_fn, alternating, sequence_alternating = (
-            case["times"].get(name, {}).get("host_us")
-            for name in ("round fn", "sequence fn", "round fn, sizes alternating",
-                         "sequence fn, sizes alternating"))
+        function, sequence_fn, two, sequence_two, changing, sequence_changing = (
+            case["times"].get(f"{side} fn{variant}", {}).get("host_us")
+            for variant in ("", f", {TWO_SIZES}", f", {SIZES_CHANGING}")
+            for side in ("round", "sequence"))
         print(f"{case['method']:<12}{case['num_reqs']:>5}{case['k']:>3}"
               + "".join(f"{cell:>22}" for cell in cells)
               + "".join(f"{'-' if r is None else f'{r:.2f}':>8}" for r in (host, graph))
               + f"{_number(function):>9}{_number(sequence_fn):>8}"
-              + f"{'-' if function is None else f'{_ratio(function, sequence_fn):.2f}':>7}"
-              + f"{_number(alternating):>8}{_number(sequence_alternating):>8}"
-              + (f"{'-':>7}" if alternating is None else
-                 f"{_ratio(alternating, sequence_alternating):.2f}".rjust(7)))
+              + _ratio_cell(function, sequence_fn) + _ratio_cell(two, sequence_two)
+              + f"{_number(changing):>8}{_number(sequence_changing):>8}"
+              + _ratio_cell(changing, sequence_changing))
+
+
+def _ratio_cell(numerator, denominator):
+    ratio = _ratio(numerator, denominator)
+    return f"{'-' if ratio is None else f'{ratio:.2f}':>7}"
 
 
 def print_summary(cases, targets):

@@ -9,7 +9,9 @@ launch itself is left out (no GPU). Per op, K = 1, median of 9 repeats of 3000 c
 
   repeated      one batch called again and again: the launch plan replays
   no plans      the same calls with plans turned off: the checked path
-  alternating   batches of R + 4 and R + 5 requests in turn: no plan forms
+  two in turn   batches of R + 5 and R + 6 requests in turn: each size's plan replays
+  changing      batches of R + 5 ... R + 9 requests in turn, more sizes than the entry
+                remembers: no plan forms
   + 4 plans     the same with four plans of other sizes remembered: what a call whose size
                 matches none of them pays for looking
 """
@@ -59,29 +61,36 @@ def main():
     _library.EagerEntry.cpu_tensors_run_triton = True
     print(f"R = {num_reqs}, K = 1, host µs per call of spec_ops.<op> ({torch.__version__}, "
           f"{os.cpu_count()} CPUs)")
-    print(f"{'method':<12}{'repeated':>10}{'no plans':>10}{'alternating':>13}{'+ 4 plans':>11}")
+    print(f"{'method':<12}{'repeated':>10}{'no plans':>10}{'two in turn':>13}{'changing':>10}"
+          f"{'+ 4 plans':>11}")
+    remembered = _library.KnownCalls.MAX_REMEMBERED
     for method, op, inputs in bench_rounds.METHODS:
         batches = [bench_ops._op_args(op, bench_ops._fresh(
-            inputs(num_reqs + n, 1, torch.Generator().manual_seed(n)), "cpu")) for n in range(6)]
+            inputs(num_reqs + n, 1, torch.Generator().manual_seed(n)), "cpu"))
+            for n in range(remembered + 6)]
         function, calls = getattr(spec_ops, op), _library.KERNELS[op].entry.calls
         _library.KERNELS[op].triton(*batches[0])       # a valid CUDA-route call: the layout
-        calls.plans, calls.last = (), None
+        calls.plans, calls.recent = (), ()
         repeated = timed(lambda: function(*batches[0]))
         assert calls.plans, "no plan formed"
         calls.learn, calls.plans = (lambda *args: None), ()
         unplanned = timed(lambda: function(*batches[0]))
         del calls.learn
-        turns = itertools.cycle(batches[4:6])
-        alternating = timed(lambda: function(*next(turns)))
-        assert not calls.plans, "alternating sizes formed a plan"
-        for batch in batches[:4]:
+        calls.plans, calls.recent = (), ()
+        turns = itertools.cycle(batches[remembered + 1:remembered + 3])
+        two = timed(lambda: function(*next(turns)))
+        assert len(calls.plans) == 2, "two sizes in turn formed no plans"
+        calls.plans, calls.recent = (), ()
+        turns = itertools.cycle(batches[remembered + 1:])
+        changing = timed(lambda: function(*next(turns)))
+        assert not calls.plans, "sizes changing every call formed a plan"
+        for batch in batches[1:remembered + 1]:
             for _ in range(2):
                 function(*batch)
-        assert len(calls.plans) == 4
+        assert len(calls.plans) == remembered
         looking = timed(lambda: function(*next(turns)))
-        print(f"{method:<12}{repeated:>10.2f}{unplanned:>10.2f}{alternating:>13.2f}"
+        print(f"{method:<12}{repeated:>10.2f}{unplanned:>10.2f}{two:>13.2f}{changing:>10.2f}"
               f"{looking:>11.2f}")
-
 
 if __name__ == "__main__":
     main()

@@ -27,6 +27,11 @@ layout choice against one program per request and chunk forced and its lanes lay
 (with REMAINDER_SPLIT remainder programs per group, and with REMAINDER_REQS).
 """
 
+import os
+
+# The layout is forced per measurement: no launch plan may replay an earlier one's.
+os.environ["SPEC_OPS_LAUNCH_PLANS"] = "0"      # before spec_ops is imported
+
 import argparse
 import contextlib
 import functools

@@ -10,6 +10,11 @@ tokens (1 in 10 without drafts), in a CUDA graph (bench_ops' graph_us). Both lay
 are checked against the sequence each op replaces.
 """
 
+import os
+
+# The layout is forced per measurement: no launch plan may replay an earlier one's.
+os.environ["SPEC_OPS_LAUNCH_PLANS"] = "0"      # before spec_ops is imported
+
 import functools
 import sys
 from pathlib import Path

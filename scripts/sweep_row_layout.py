@@ -8,6 +8,11 @@ turned off (one program per request), at R = 1 ... 1024 decode requests of K + 1
 CUDA graph (bench_ops' graph_us). Every variant's outputs are checked against the op's.
 """
 
+import os
+
+# The layout is forced per measurement: no launch plan may replay an earlier one's.
+os.environ["SPEC_OPS_LAUNCH_PLANS"] = "0"      # before spec_ops is imported
+
 import sys
 from pathlib import Path
 from unittest import mock

@@ -6,9 +6,9 @@ torch.compile / opcheck behaviour with the explicit fakes in ``meta.py``.
 
 ``define`` returns the op's eager entry, what the public ``spec_ops.<op>`` functions call. In
 plain eager code on CUDA it runs the op's CUDA kernel (the same check, overlap check and
-launch) without the dispatcher's round trip, and replays the launch of a call whose sizes
-repeat (``KnownCalls``); wherever the dispatcher would do more than call that kernel it
-calls the op (``EagerEntry``).
+launch) without the dispatcher's round trip; wherever the dispatcher would do more than call
+that kernel it calls the op (``EagerEntry``). Either way the CUDA kernel replays the launch of
+a call whose sizes repeat a recent call's (``KnownCalls``).
 """
 
 import itertools
@@ -61,8 +61,17 @@ _PROBES = tuple(_probe(torch._C, name) for name in (
 _SHORTCUT = (None not in _PROBES and TensorGuards is not None
              and os.environ.get("SPEC_OPS_EAGER_ENTRY", "1") != "0")
 _profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT else (None,) * 4
+# SPEC_OPS_LAUNCH_PLANS=0 (read at import) turns launch plans off: every call takes the
+# checked path (the measurement scripts that force a layout choice set it).
+_PLANS = os.environ.get("SPEC_OPS_LAUNCH_PLANS", "1") != "0"
 _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
+
+
+def _scalar_arguments(schema):
+    """[(position, argument)] of the schema's arguments that are not tensors."""
+    return [(i, argument) for i, argument in enumerate(schema.arguments)
+            if not is_tensor_type(argument.type)]
 
 
 def _scalar_types(schema_type):
@@ -92,17 +101,18 @@ class EagerEntry:
     run without the profiler being enabled (a standalone ExecutionTraceObserver) do not see
     shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
 
-    On the shortcut, an op that returns nothing also remembers the launch of a call that
-    repeats the one before it (``KnownCalls``): a later call with exactly those sizes, strides
-    and scalars runs the overlap check and makes that launch again, without the size checks,
-    the layout choice and the launcher's key (about half of a round op's eager call).
+    An op that returns nothing also remembers the launch of a call that repeats a recent one
+    (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
+    sizes, strides and scalars runs the overlap check and makes that launch again, without the
+    size checks, the layout choice and the launcher's key (about half of a round op's eager
+    call).
     """
 
     # The CUDA kernel is what a call on CUDA tensors dispatches to. Tests that run the Triton
     # kernels interpreted on CPU tensors set this to take the shortcut there too.
     cpu_tensors_run_triton = False
 
-    def __init__(self, op, known, run, no_overlap):
+    def __init__(self, op, known, run, no_overlap, calls):
         self.op = op
         self.known = known
         self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
@@ -110,15 +120,14 @@ class EagerEntry:
         self.no_overlap = no_overlap
         self.optional = no_overlap.optional
         # The scalar arguments' positions and the Python types the schema accepts as they are.
-        scalars = [(i, argument) for i, argument in enumerate(op._schema.arguments)
-                   if not is_tensor_type(argument.type)]
+        scalars = _scalar_arguments(op._schema)
         self.scalar_names = [(i, argument.name) for i, argument in scalars]
         self.scalars = argument_getter([i for i, _ in scalars])
         self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
                                                          for _, a in scalars)))
-        # Ops that return nothing can replay a remembered launch (KnownCalls); an op that
-        # returns a tensor allocates it per call.
-        self.calls = KnownCalls(known.tensors) if not op._schema.returns else None
+        # Ops that return nothing replay remembered launches (KnownCalls); an op that returns
+        # a tensor allocates it per call (None, as with SPEC_OPS_LAUNCH_PLANS=0).
+        self.calls = calls
 
     def __call__(self, *args):
         if (_SHORTCUT and not _is_compiling() and not _profiling() and not _function_modes()
@@ -128,10 +137,8 @@ class EagerEntry:
             if (tuple(map(type, scalars)) in self.scalar_types and type(first) is _Tensor
                     and (first.is_cuda or self.cpu_tensors_run_triton)):
                 no_optional = not self.optional or all(args[i] is None for i in self.optional)
-                plan = self.calls.match(args, scalars) if self.calls and no_optional else None
-                if plan is not None:
-                    self.no_overlap(args, matrices=plan.matrices)
-                    plan.replay(args)
+                if (self.calls is not None and no_optional
+                        and self.calls.replayed(args, scalars, self.no_overlap)):
                     return None
                 matrices = self.known.match(args)
                 if matrices is not None and (no_optional or all(
@@ -179,24 +186,32 @@ class KnownCalls:
     """The launches of an op's recent calls, made again without the check's size reads, the
     layout choice and the launcher's key (KnownLayouts still covers calls of other sizes).
 
-    A call is remembered when it launches what the call before it launched (same kernel key,
-    grid and ints, same scalars): a serving loop's batch sizes repeat from round to round, and
-    a caller whose sizes change every call pays that comparison and a failed guard check per
-    remembered plan (0.2-1.0 µs in all, benchmarks/results/history.md). Its plan matches a
-    later call in one C++ guard check (dtype, device, dispatch keys, sizes and strides of every
-    required tensor) and a comparison of the scalars. The overlap check still runs on every
-    call (it reads storages, which no guard covers), and the launch reads the tensors'
-    addresses afresh. Only plain launches are remembered: every tensor the kernel takes is one
-    of the call's arguments. Thread-safe by construction, like KnownLayouts: ``plans`` is an
-    immutable tuple replaced whole; ``last`` is a hint whose lost update costs a later plan.
+    A call is remembered when it launches what one of the last ``MAX_REMEMBERED`` calls
+    launched (same kernel key, grid and ints, same scalars): a serving loop's batch sizes
+    repeat from round to round, or alternate between a few (micro-batches of a pipeline
+    taking turns), and a caller whose sizes change every call pays those comparisons and a
+    failed guard check per remembered plan (0.2-1.0 µs in all, benchmarks/results/history.md).
+    Its plan matches a later call in one C++ guard check (dtype, device, dispatch keys, sizes
+    and strides of every required tensor) and a comparison of the scalars. The overlap check
+    still runs on every call (it reads storages, which no guard covers), and the launch reads
+    the tensors' addresses afresh. Only plain launches are remembered: every tensor the
+    kernel takes is one of the call's arguments, no optional tensor given. Thread-safe by
+    construction, like KnownLayouts: ``plans`` is an immutable tuple replaced whole; ``recent``
+    is a hint whose lost update costs a later plan.
     """
 
     MAX_REMEMBERED = 4
 
-    def __init__(self, tensors):
+    def __init__(self, tensors, scalars, optional):
         self.tensors = tensors      # args -> the required tensors (KnownLayouts' getter)
+        self.scalars = scalars      # args -> the scalar arguments
+        self.optional = optional    # the optional tensors' positions
         self.plans = ()
-        self.last = None
+        self.recent = ()            # the signatures of the last calls' launches, newest first
+
+    def plain(self, args):
+        """Whether a plan may cover the call: no optional tensor given."""
+        return all(args[i] is None for i in self.optional)
 
     def match(self, args, scalars):
         for plan in self.plans:
@@ -204,17 +219,28 @@ class KnownCalls:
                 return plan
         return None
 
+    def replayed(self, args, scalars, no_overlap):
+        """Whether a plan covers the call: if so its overlap check has run and the plan's
+        launch has been made again with the call's tensors."""
+        plan = self.match(args, scalars)
+        if plan is None:
+            return False
+        no_overlap(args, matrices=plan.matrices)
+        plan.replay(args)
+        return True
+
     def learn(self, args, scalars, made, matrices):
         """After a call that took the checked path and launched ``made`` (a Launcher's
-        returned tuple): remember its plan when it repeats the launch of the call before it."""
+        returned tuple): remember its plan when it repeats the launch of a recent call."""
         if TensorGuards is None or made is None:
             return
         launcher, _, _, _, _, kernel_args = made
         num_tensors = launcher.num_tensors
         ints = kernel_args[num_tensors:]
         signature = (scalars, *made[:5], ints)
-        if signature != self.last:
-            self.last = signature
+        recent = self.recent
+        if signature not in recent:
+            self.recent = (signature, *recent[:self.MAX_REMEMBERED - 1])
             return
         places = {id(arg): i for i, arg in enumerate(args) if type(arg) is _Tensor}
         if len(places) != sum(type(arg) is _Tensor for arg in args):
@@ -271,11 +297,28 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         return cuda_kernel(*args, *extras)
 
     returns = bool(op._schema.returns)
+    # Ops that return nothing replay remembered launches, dispatched or not.
+    calls = None if returns or not _PLANS else KnownCalls(
+        known.tensors, argument_getter([i for i, _ in _scalar_arguments(op._schema)]),
+        no_overlap.optional)
+
+    # The dispatcher leaves out trailing arguments equal to their default: put them back, so
+    # that a plan sees every argument in its place.
+    defaults = tuple(argument.default_value for argument in op._schema.arguments)
 
     def cuda(*args):
+        if len(args) < len(defaults):
+            args += defaults[len(args):]
+        plain = calls is not None and calls.plain(args)
+        if plain:
+            scalars = calls.scalars(args)
+            if calls.replayed(args, scalars, no_overlap):
+                return None
         matrices = known.match(args)
         if matrices is not None:
             result = matched(args, matrices)
+            if plain:
+                calls.learn(args, scalars, result, matrices)
         else:
             extras = check(*args)
             known.remember(args)
@@ -288,6 +331,6 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
 
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
-    entry = EagerEntry(op, known, matched, no_overlap)
+    entry = EagerEntry(op, known, matched, no_overlap, calls)
     KERNELS[name] = OpKernels(cuda, cpu, checked, entry)
     return entry

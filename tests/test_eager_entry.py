@@ -25,16 +25,17 @@ NUM_REQS = 4
 
 
 @pytest.fixture(autouse=True)
-def triton_on_cpu_tensors(monkeypatch):
-    """The shortcut on CPU tensors without a GPU, and every test starting with no remembered
-    layouts (earlier tests in the process, e.g. the example in inference mode, leave some)."""
+def triton_on_cpu_tensors(monkeypatch, launch_plans):
+    """The shortcut on CPU tensors without a GPU, launch plans on, and every test starting
+    with no remembered layouts or plans (earlier tests in the process, e.g. the example in
+    inference mode, leave some)."""
     if not HAS_CUDA:
         monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
     for kernels in KERNELS.values():
         monkeypatch.setattr(kernels.entry.known, "guards", ())
         if kernels.entry.calls is not None:
             monkeypatch.setattr(kernels.entry.calls, "plans", ())
-            monkeypatch.setattr(kernels.entry.calls, "last", None)
+            monkeypatch.setattr(kernels.entry.calls, "recent", ())
 
 
 class Calls:
@@ -49,6 +50,18 @@ class Calls:
             self.count += 1
             return called(*args)
         monkeypatch.setattr(entry, attribute, counted)
+
+
+class Replays:
+    """Counts the launches plans make again (which still run)."""
+
+    def __init__(self, monkeypatch):
+        self.count, replay = 0, Plan.replay
+
+        def counted(plan, args):
+            self.count += 1
+            return replay(plan, args)
+        monkeypatch.setattr(Plan, "replay", counted)
 
 
 def remembered(op, backend, seed=3):
@@ -159,6 +172,30 @@ def test_a_repeated_call_replays_its_launch(op, backend, monkeypatch):
     assert [fresh[i]._version for i in written_arg_indices(op)] == before
 
 
+@pytest.mark.parametrize("op", PLANNED_OPS)
+def test_the_dispatched_op_makes_and_replays_the_same_plans(op, backend, monkeypatch):
+    """torch.ops.spec_ops.<op> (a caller of the op itself, a compiled graph's call) replays
+    the plan the public function made, and the plans its own repeated calls make serve the
+    public function: the same results as the reference."""
+    args, replays = planned(op, backend), Replays(monkeypatch)
+    reference = expected(op, args)
+    with dispatching_to_triton(op):
+        for _ in range(2):
+            fresh = place(args, backend)
+            assert op_overload(op)(*fresh) is None
+            assert outputs(op, fresh, None) == reference
+        assert replays.count == 2, "the dispatched op replayed no plan"
+        calls = KERNELS[op].entry.calls
+        calls.plans, calls.recent = (), ()
+        for _ in range(2):
+            op_overload(op)(*place(args, backend))
+        assert calls.plans, "the dispatched op's repeated call made no plan"
+    fresh = place(args, backend)
+    getattr(spec_ops, op)(*fresh)
+    assert replays.count == 3, "the public function replayed no plan"
+    assert outputs(op, fresh, None) == reference
+
+
 def test_a_plan_needs_the_same_sizes_strides_and_scalars(backend, monkeypatch):
     """Another batch size, a row-strided block table of the same sizes, another scalar: each
     takes the checked path (and is right); the planned call still replays."""
@@ -183,17 +220,29 @@ def test_a_plan_needs_the_same_sizes_strides_and_scalars(backend, monkeypatch):
     assert outputs(OP, again, None) == expected(OP, args)
 
 
-def test_sizes_that_change_every_call_make_no_plan(backend):
-    """A caller whose batch size changes every call pays one comparison per call, no plan."""
-    calls = KERNELS[OP].entry.calls
-    small = remembered(OP, backend)
-    large = place(sample(OP, 5, NUM_REQS + 2, fixed_dtype=torch.int32), backend)
-    for _ in range(3):
-        for args in (small, large):
-            getattr(spec_ops, OP)(*place(args, backend))
-    assert calls.plans == ()
-    getattr(spec_ops, OP)(*place(large, backend))
-    assert len(calls.plans) == 1, "a repeated size makes a plan"
+def test_sizes_taking_turns_make_plans_unless_more_than_remembered(backend, monkeypatch):
+    """Two batch sizes in turn (micro-batches of a pipeline) get a plan each from their
+    second turn; a caller cycling through more sizes than the entry remembers makes none and
+    pays a few comparisons per call. Every call right either way."""
+    calls, replays = KERNELS[OP].entry.calls, Replays(monkeypatch)
+    batches = [place(sample(OP, 30 + n, n + 1, fixed_dtype=torch.int32), backend)
+               for n in range(calls.MAX_REMEMBERED + 1)]
+    wanted = [expected(OP, args) for args in batches]
+    KERNELS[OP].triton(*place(batches[0], backend))     # the layout: a valid CUDA-key call
+    calls.recent = ()
+
+    def take_turns(batches, turns):
+        for _ in range(turns):
+            for args, reference in zip(batches, wanted):
+                call = place(args, backend)
+                getattr(spec_ops, OP)(*call)
+                assert outputs(OP, call, None) == reference
+
+    take_turns(batches, 3)
+    assert (calls.plans, replays.count) == ((), 0)
+    take_turns(batches[:2], 3)
+    assert len(calls.plans) == 2, "two sizes in turn make a plan each"
+    assert replays.count == 2, "the second turn makes the plans, the third replays them"
 
 
 def test_one_tensor_in_two_places_makes_no_plan(backend):
@@ -259,13 +308,7 @@ def test_threads_replaying_their_own_plans(backend, monkeypatch):
         for _ in range(2):
             getattr(spec_ops, OP)(*place(args, backend))
     assert len(KERNELS[OP].entry.calls.plans) == len(sizes)
-    replays, replay = [], Plan.replay
-
-    def counted(plan, args):
-        replays.append(1)
-        return replay(plan, args)
-    monkeypatch.setattr(Plan, "replay", counted)
-    wrong = []
+    replays, wrong = Replays(monkeypatch), []
 
     def loop(n):
         for _ in range(6):
@@ -284,7 +327,7 @@ def test_threads_replaying_their_own_plans(backend, monkeypatch):
     for thread in threads:
         thread.join()
     assert not wrong, wrong[:3]
-    assert replays, "no call replayed a plan"
+    assert replays.count, "no call replayed a plan"
 
 
 class Logging(TorchDispatchMode):
@@ -430,3 +473,20 @@ def test_the_shortcut_can_be_turned_off(backend):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 env=env, check=True)
         assert result.stdout.strip() == expected
+
+
+def test_launch_plans_can_be_turned_off(backend):
+    """SPEC_OPS_LAUNCH_PLANS=0: no op remembers launches (read at import); on by default."""
+    import os
+    import subprocess
+    import sys
+    code = ("import spec_ops._library as l; "
+            "print(sum(k.entry.calls is not None for k in l.KERNELS.values()))")
+    planned = len(PLANNED_OPS)
+    for value, expected in (("0", 0), ("1", planned), (None, planned)):
+        env = {name: v for name, v in os.environ.items() if name != "SPEC_OPS_LAUNCH_PLANS"}
+        if value is not None:
+            env["SPEC_OPS_LAUNCH_PLANS"] = value
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env=env, check=True)
+        assert int(result.stdout.strip()) == expected

@@ -120,7 +120,7 @@ def test_round_op_draft_steps_replay_like_cuda_graphs(results, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
 @pytest.mark.parametrize("mode", spec_decode.MODES)
-def test_lossless_on_cuda_with_graphs(mode, fused):
+def test_lossless_on_cuda_with_graphs(mode, fused, launch_plans):
     result = spec_decode.run(mode, device="cuda", fused=fused, num_requests=NUM_REQUESTS)
     assert result.lossless, first_difference(result)
     assert 0 < result.acceptance_rate < 1
@@ -128,7 +128,7 @@ def test_lossless_on_cuda_with_graphs(mode, fused):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", spec_decode.MODES)
-def test_round_ops_lossless_on_cuda_with_graphs(mode):
+def test_round_ops_lossless_on_cuda_with_graphs(mode, launch_plans):
     result = spec_decode.run(mode, device="cuda", round_ops=True, num_requests=NUM_REQUESTS)
     assert result.lossless, first_difference(result)
     assert 0 < result.acceptance_rate < 1

@@ -197,7 +197,7 @@ def test_call_on_a_side_stream_runs_on_it(op):
 
 
 @pytest.mark.parametrize("op", [op for op in OPS if not op_overload(op)._schema.returns])
-def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op):
+def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op, launch_plans):
     """The public function's replay of a remembered launch (the third call of one size): on a
     side stream whose inputs land after a long spin it reads them after they land, and a CUDA
     graph captured around it replays with new inputs equal to the CPU kernel."""
