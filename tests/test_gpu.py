@@ -20,7 +20,7 @@ import spec_ops
 from backends import run
 from chain import engine_step, engine_step_inputs
 from samples import OPS, clone_args, op_overload, sample, written_arg_indices
-from spec_ops._library import KERNELS
+from spec_ops._library import KERNELS, Plan
 from spec_ops._triton._launch import LAUNCHERS
 
 pytestmark = pytest.mark.gpu
@@ -222,6 +222,32 @@ def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op, launch_
     graph.replay()
     torch.cuda.synchronize()
     assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
+
+
+@pytest.mark.parametrize("op", ["prepare_eagle_round", "prepare_parallel_round",
+                                "prepare_dflash_round",
+                                "eagle_step_update_slot_mapping_and_metadata"])
+@torch.fx.experimental._config.patch(use_duck_shape=False)
+def test_compiled_calls_replay_launch_plans(op, launch_plans, monkeypatch):
+    """A function compiled by Inductor calls the op through torch.ops, whose CUDA kernel
+    replays launch plans: two batch sizes in turn, three turns, every call equal to the CPU
+    kernel, and plans replayed."""
+    torch._dynamo.reset()
+    written = written_arg_indices(op)
+    overload = op_overload(op)
+
+    def fn(*args):
+        overload(*args)
+        return tuple(args[i].clone() for i in written)
+    compiled = torch.compile(fn, fullgraph=True, dynamic=True)
+    replays, replay = [], Plan.replay
+    monkeypatch.setattr(Plan, "replay", lambda plan, args: (replays.append(1),
+                                                            replay(plan, args))[1])
+    batches = [sample(op, 11 + n, n, fixed_dtype=torch.int32) for n in (5, 9)]
+    for _ in range(3):
+        for args in batches:
+            assert_equal_lists(list(compiled(*clone_args(args, "cuda"))), run(op, args, "cpu"))
+    assert replays, "no compiled call replayed a plan"
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
