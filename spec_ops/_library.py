@@ -237,7 +237,8 @@ class KnownCalls:
         launcher, _, _, _, _, kernel_args = made
         num_tensors = launcher.num_tensors
         ints = kernel_args[num_tensors:]
-        signature = (scalars, *made[:5], ints)
+        # What differs between batch sizes first: a comparison stops at the first difference.
+        signature = (ints, *made[2:5], scalars, *made[:2])
         recent = self.recent
         if signature not in recent:
             self.recent = (signature, *recent[:self.MAX_REMEMBERED - 1])
