@@ -5,7 +5,8 @@ host µs per eager call (back-to-back calls, synchronized around each batch of c
 variants of one op taking turns within each repeat, median of repeats: bench_ops.host_us):
 
   op              torch.ops.spec_ops.<op>.default with the same arguments on every call
-  op, changing    the batch size changing on every call: 8 argument sets, R = 57..64, in turn
+  op, changing    the batch size changing on every call: argument sets of R = 55..63 in turn,
+                  more than an op remembers launches of (KnownCalls), so no launch plan forms
   fn, fn changing spec_ops.<op>, the public function (its eager entry skips the dispatcher once
                   a call's layout is known), the same argument sets
   raw             kernel[grid](*args) of the op's kernel on the op's launch arguments, the
@@ -17,7 +18,8 @@ variants of one op taking turns within each repeat, median of repeats: bench_ops
                   a matching call runs in place of the full one (validation.KnownLayouts)
   overlap         the OverlapCheck of its written tensors against every other argument
   cached launch   the launcher's cached launch alone, as the op makes it after its check
-  rest            op - the parts a call runs: the glue around them
+  rest            op, changing - the parts such a call runs (it replays no plan): the glue
+                  around them
 
 Target: every op's eager call, spec_ops.<op> (what users and the example call), at most 1.0x
 its raw Triton launch, with the same arguments and with the batch size changing (PASS/FAIL in
@@ -56,14 +58,17 @@ import torch
 import bench_ops  # benchmarks/, the script's own folder; sets TRITON_INTERPRET in smoke mode
 import spec_ops
 from spec_ops import validation
-from spec_ops._library import KERNELS
+from spec_ops._library import KERNELS, KnownCalls
 from spec_ops._triton import draft_step
 from spec_ops._triton._launch import INTERPRET, supports_pdl
 
 SMOKE = bench_ops.SMOKE
 DEVICE = "cpu" if SMOKE else "cuda"
 NUM_REQS = 4 if SMOKE else 64
-CHANGING_SIZES = (3, 4) if SMOKE else tuple(range(57, 65))
+# More sizes than an op remembers launches of, none of them NUM_REQS (whose plan the variants
+# with the same arguments make).
+CHANGING_SIZES = (3, 5) if SMOKE else tuple(range(NUM_REQS - KnownCalls.MAX_REMEMBERED - 1,
+                                                  NUM_REQS))
 LIMIT = 1.0             # target: op <= LIMIT x raw Triton launch
 
 
@@ -198,7 +203,7 @@ def per_op(no_ops):
         for name in ("op", "op, changing", "fn", "fn, changing", "raw", "raw, changing"):
             times[name] /= turns
         runs = ["dispatcher", *runs, "cached launch"]
-        times["rest"] = times["op"] - sum(times[part] for part in runs)
+        times["rest"] = times["op, changing"] - sum(times[part] for part in runs)
         results[op.label] = {"op": op.name, "host_us": times, "op runs": runs}
         print(f"[{time.perf_counter() - STARTED:6.1f} s] {op.label}", file=sys.stderr,
               flush=True)
@@ -328,7 +333,7 @@ def print_per_op(ops):
     print(f"\nhost µs per eager call, R = {NUM_REQS} (chg: R = {CHANGING_SIZES[0]}.."
           f"{CHANGING_SIZES[-1]} in turn); the parts: dispatch(er), the full check, the match "
           f"of remembered layouts, the size-only check (chk verif), overlap, the cached launch; "
-          f"rest = op - the parts a call runs (* below); fn skips the dispatcher")
+          f"rest = op chg - the parts such a call runs (* below); fn skips the dispatcher")
     print(f"{'op':<5}" + "".join(f"{short:>10}" for short in COLUMNS.values()))
     for label, row in ops.items():
         cells = [("-" if name not in row["host_us"] else

@@ -13,9 +13,9 @@ K = 1, 3 and 7. Variants:
             of a call whose sizes repeat): host µs only, the GPU work being the same
   ..., two sizes   the functions with batches of R + 1 and R + 2 requests in turn (the
             micro-batches of a pipeline): each size's launch plan replays
-  ..., sizes changing   the functions with batches of R + 3 ... R + 7 requests in turn, more
-            sizes than the entry remembers, as if the size changed on every call: no launch
-            plan forms
+  ..., sizes changing   the functions with batches of R + 3, R + 4, ... requests in turn,
+            one size more than an op remembers launches of (KnownCalls), as if the size
+            changed on every call: no launch plan forms
 
 For each: host µs per eager round (back-to-back calls, synchronized at both ends, median of
 repeats), GPU µs per round inside a CUDA graph, and launches per round (CUDA kernels, memcpys

@@ -9,11 +9,11 @@ launch itself is left out (no GPU). Per op, K = 1, median of 9 repeats of 3000 c
 
   repeated      one batch called again and again: the launch plan replays
   no plans      the same calls with plans turned off: the checked path
-  two in turn   batches of R + 5 and R + 6 requests in turn: each size's plan replays
-  changing      batches of R + 5 ... R + 9 requests in turn, more sizes than the entry
-                remembers: no plan forms
-  + 4 plans     the same with four plans of other sizes remembered: what a call whose size
-                matches none of them pays for looking
+  two in turn   batches of R + 9 and R + 10 requests in turn: each size's plan replays
+  changing      batches of more sizes in turn than an op remembers launches of (R + 9 ...
+                R + 17): no plan forms
+  + 8 plans     the same with eight plans of other sizes remembered (as many as are kept):
+                what a call whose size matches none of them pays for looking
 """
 
 import itertools
@@ -62,12 +62,12 @@ def main():
     print(f"R = {num_reqs}, K = 1, host µs per call of spec_ops.<op> ({torch.__version__}, "
           f"{os.cpu_count()} CPUs)")
     print(f"{'method':<12}{'repeated':>10}{'no plans':>10}{'two in turn':>13}{'changing':>10}"
-          f"{'+ 4 plans':>11}")
+          f"{f'+ {_library.KnownCalls.MAX_REMEMBERED} plans':>11}")
     remembered = _library.KnownCalls.MAX_REMEMBERED
     for method, op, inputs in bench_rounds.METHODS:
         batches = [bench_ops._op_args(op, bench_ops._fresh(
             inputs(num_reqs + n, 1, torch.Generator().manual_seed(n)), "cpu"))
-            for n in range(remembered + 6)]
+            for n in range(2 * remembered + 2)]
         function, calls = getattr(spec_ops, op), _library.KERNELS[op].entry.calls
         _library.KERNELS[op].triton(*batches[0])       # a valid CUDA-route call: the layout
         calls.plans, calls.recent = (), ()

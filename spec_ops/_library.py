@@ -96,10 +96,11 @@ class EagerEntry:
     dtypes and unit strides) and every optional one a plain tensor. (The dispatched op bumps no
     version counter either: its kernel writes through Triton, not through torch ops.)
     Anything else, and
-    every call the first time a layout is seen, goes through the dispatcher. Stateless apart
-    from the layouts' immutable tuple, so threads need no lock. RecordFunction observers that
-    run without the profiler being enabled (a standalone ExecutionTraceObserver) do not see
-    shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
+    every call the first time a layout is seen, goes through the dispatcher. Its only state is
+    immutable tuples replaced whole (the layouts, the launch plans), so threads need no lock.
+    RecordFunction observers that run without the profiler being enabled (a standalone
+    ExecutionTraceObserver) do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every
+    call dispatch.
 
     An op that returns nothing also remembers the launch of a call that repeats a recent one
     (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
@@ -167,9 +168,10 @@ class EagerEntry:
 
 
 class Plan(NamedTuple):
-    """A launch an op's eager entry makes again for a call whose tensors have the very layout
-    (sizes and strides included) and whose scalars are the values of the call it was made
-    for: everything the check and the launch derived from them is the same."""
+    """A launch an op's CUDA kernel (or its eager entry) makes again for a call whose tensors
+    have the very layout (sizes and strides included) and whose scalars are the values of the
+    call it was made for: everything the check and the launch derived from them is the
+    same."""
 
     guard: object           # TensorGuards of the required tensors, sizes and strides exact
     scalars: tuple
@@ -195,12 +197,16 @@ class KnownCalls:
     and strides of every required tensor) and a comparison of the scalars. The overlap check
     still runs on every call (it reads storages, which no guard covers), and the launch reads
     the tensors' addresses afresh. Only plain launches are remembered: every tensor the
-    kernel takes is one of the call's arguments, no optional tensor given. Thread-safe by
-    construction, like KnownLayouts: ``plans`` is an immutable tuple replaced whole; ``recent``
-    is a hint whose lost update costs a later plan.
+    kernel takes is one of the call's arguments, no optional tensor given. A launch has at
+    most one plan: a repeated launch whose tensors match no plan (a buffer reallocated larger,
+    whose size the kernel does not take) replaces its launch's plan, so it never pushes the
+    others out. Thread-safe by construction, like KnownLayouts: ``plans`` and ``recent`` are
+    immutable tuples replaced whole; a lost update costs a later plan.
     """
 
-    MAX_REMEMBERED = 4
+    # Launches are per device (the key holds it): e.g. two micro-batch sizes on each of four
+    # GPUs, or one on each of eight, as KnownLayouts.
+    MAX_REMEMBERED = 8
 
     def __init__(self, tensors, scalars, optional):
         self.tensors = tensors      # args -> the required tensors (KnownLayouts' getter)
@@ -258,8 +264,11 @@ class KnownCalls:
             return
         getter = argument_getter(positions)
         # The launch without the call's tensors, which the plan must not keep alive.
-        plan = Plan(guard, scalars, matrices, getter, ints, Launch(*made[:5], args=()))
-        self.plans = (plan, *self.plans[:self.MAX_REMEMBERED - 1])
+        launch = Launch(*made[:5], args=())
+        plan = Plan(guard, scalars, matrices, getter, ints, launch)
+        others = tuple(other for other in self.plans if not (
+            other.ints == ints and other.scalars == scalars and other.launch == launch))
+        self.plans = (plan, *others[:self.MAX_REMEMBERED - 1])
 
 
 def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):

@@ -5,6 +5,7 @@ seen in a valid call) it dispatches. Without a GPU the CUDA kernel is the interp
 kernel on CPU tensors (``cpu_tensors_run_triton``)."""
 
 import contextlib
+import random
 import threading
 import warnings
 
@@ -194,6 +195,55 @@ def test_the_dispatched_op_makes_and_replays_the_same_plans(op, backend, monkeyp
     getattr(spec_ops, op)(*fresh)
     assert replays.count == 3, "the public function replayed no plan"
     assert outputs(op, fresh, None) == reference
+
+
+@pytest.mark.parametrize("op", PLANNED_OPS)
+def test_replays_equal_the_reference_on_varied_batches(op, backend, monkeypatch):
+    """Batches of 1-17 requests with a dtype drawn per tensor, some with long requests, each
+    called three times after a first CUDA-key call, through the function, the dispatched op
+    and the function again: the first of these makes the plan, the others replay it (unless
+    an optional tensor is given); every call equals the reference."""
+    replays, rng = Replays(monkeypatch), random.Random(op)
+    with dispatching_to_triton(op):
+        for seed in range(3):
+            args = sample(op, 40 + seed, rng.choice([1, 2, 5, 9, 17]),
+                          long_requests=rng.choice([False, "some"]))
+            reference = expected(op, args)
+            KERNELS[op].triton(*place(args, backend))     # the layout: a valid CUDA-key call
+            for route in (getattr(spec_ops, op), op_overload(op), getattr(spec_ops, op)):
+                call = place(args, backend)
+                assert route(*call) is None
+                assert outputs(op, call, None) == reference
+    assert replays.count, "no call replayed a plan"
+
+
+def test_a_launch_has_one_plan_whatever_its_buffers(backend, monkeypatch):
+    """1.5's out_clamped_positions longer on every call (its length is no kernel argument):
+    the launch repeats with tensors that match no plan, and replaces its one plan; the plans
+    of two batch sizes in turn stay and replay. Every call right."""
+    calls, replays = KERNELS[OP].entry.calls, Replays(monkeypatch)
+    turns = [place(sample(OP, 50 + n, n, fixed_dtype=torch.int32), backend) for n in (2, 3)]
+    KERNELS[OP].triton(*place(turns[0], backend))       # the layout: a valid CUDA-key call
+    for _ in range(2):
+        for args in turns:
+            getattr(spec_ops, OP)(*place(args, backend))
+    assert len(calls.plans) == 2
+    base = remembered(OP, backend)
+    reference = expected(OP, base)
+    for extra in range(6):
+        call = list(place(base, backend))
+        call[5] = torch.cat([call[5], call[5].new_zeros(extra)])
+        getattr(spec_ops, OP)(*call)
+        seq_lens, positions, slots = outputs(OP, call, None)
+        assert [seq_lens, slots, positions[:len(reference[1])]] == [
+            reference[0], reference[2], reference[1]]
+    assert len(calls.plans) == 3, "one plan for the launch of the growing buffer"
+    replayed = replays.count
+    for args in turns:
+        call = place(args, backend)
+        getattr(spec_ops, OP)(*call)
+        assert outputs(OP, call, None) == expected(OP, args)
+    assert replays.count == replayed + 2, "the two sizes' plans were pushed out"
 
 
 def test_a_plan_needs_the_same_sizes_strides_and_scalars(backend, monkeypatch):
