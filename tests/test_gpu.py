@@ -67,7 +67,9 @@ def graphs_recorded():
 
 @pytest.mark.parametrize("mode", ["reduce-overhead", "default"])
 @torch.fx.experimental._config.patch(use_duck_shape=False)
-def test_engine_step_compiled_on_cuda_equals_eager(mode):
+def test_engine_step_compiled_on_cuda_equals_eager(mode, launch_plans):
+    """A compiled engine step (with and without CUDA graphs), launch plans on as in a serving
+    loop: the compiled code's op calls replay them once a size repeats."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     # A backend object ignores `mode`, so CUDA graphs need the plain "inductor" backend; the
