@@ -240,7 +240,7 @@ def bench_case(method, op, inputs, num_reqs, k):
                                ("sequence fn", SEQUENCES[op], {"ops": FUNCTIONS})):
         functions[name] = functools.partial(fn, *_op_args(op, _fresh(initial)), **keywords)
         for variant, batches in ((TWO_SIZES, others[:2]), (SIZES_CHANGING, others[2:])):
-            functions[f"{name}, {variant}"] = _in_turn(
+            functions[f"{name}, {variant}"] = _cycling(
                 functools.partial(fn, *_op_args(op, _fresh(batch)), **keywords)
                 for batch in batches)
     times.update({name: {"host_us": us} for name, us in host_us(functions).items()})
@@ -248,8 +248,8 @@ def bench_case(method, op, inputs, num_reqs, k):
             "mismatches": {name: lines for name, lines in mismatches.items() if lines}}
 
 
-def _in_turn(calls):
-    """One call of each of ``calls`` in turn per call."""
+def _cycling(calls):
+    """A function making the next of ``calls`` on each call, round and round."""
     turns = itertools.cycle(list(calls))
     return lambda: next(turns)()
 

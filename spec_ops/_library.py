@@ -117,7 +117,7 @@ class EagerEntry:
         self.op = op
         self.known = known
         self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
-        self.run = run          # (args, matrices): the CUDA kernel after the layout match
+        self.run = run          # the CUDA kernel after the layout match (define's matched)
         self.no_overlap = no_overlap
         self.optional = no_overlap.optional
         # The scalar arguments' positions and the Python types the schema accepts as they are.
@@ -145,14 +145,10 @@ class EagerEntry:
                 if matrices is not None and (no_optional or all(
                         args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
                     try:
-                        result = self.run(args, matrices)
+                        return self.run(args, matrices, scalars if (
+                            self.calls is not None and no_optional) else None)
                     except OverflowError as error:    # Triton's, binding the kernel's ints
                         raise self._beyond_int64(args, error) from None
-                    if self.calls is None:
-                        return result
-                    if no_optional:
-                        self.calls.learn(args, scalars, result, matrices)
-                    return None
         return self.op(*args)
 
     def _beyond_int64(self, args, error):
@@ -299,18 +295,24 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         no_overlap(args, fake)
         return extras
 
-    def matched(args, matrices):
-        """The CUDA kernel of a call whose required tensors matched a remembered layout: its
-        result (an op that returns nothing: the launch it made, as Launcher returns it)."""
-        extras = check(*args, verified=True)
-        no_overlap(args, matrices=matrices)
-        return cuda_kernel(*args, *extras)
-
     returns = bool(op._schema.returns)
     # Ops that return nothing replay remembered launches, dispatched or not.
     calls = None if returns or not _PLANS else KnownCalls(
         known.tensors, argument_getter([i for i, _ in _scalar_arguments(op._schema)]),
         no_overlap.optional)
+
+    def matched(args, matrices, scalars=None):
+        """The CUDA kernel of a call whose required tensors matched a remembered layout: its
+        result (None for an op that returns nothing). ``scalars``, the call's scalars where a
+        launch plan may cover it: the launch it made is offered to ``KnownCalls.learn``."""
+        extras = check(*args, verified=True)
+        no_overlap(args, matrices=matrices)
+        result = cuda_kernel(*args, *extras)
+        if returns:
+            return result
+        if scalars is not None:
+            calls.learn(args, scalars, result, matrices)
+        return None
 
     # The dispatcher leaves out trailing arguments equal to their default: put them back, so
     # that a plan sees every argument in its place.
@@ -319,21 +321,16 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     def cuda(*args):
         if len(args) < len(defaults):
             args += defaults[len(args):]
-        plain = calls is not None and calls.plain(args)
-        if plain:
-            scalars = calls.scalars(args)
-            if calls.replayed(args, scalars, no_overlap):
-                return None
+        scalars = calls.scalars(args) if calls is not None and calls.plain(args) else None
+        if scalars is not None and calls.replayed(args, scalars, no_overlap):
+            return None
         matrices = known.match(args)
         if matrices is not None:
-            result = matched(args, matrices)
-            if plain:
-                calls.learn(args, scalars, result, matrices)
-        else:
-            extras = check(*args)
-            known.remember(args)
-            no_overlap(args)
-            result = cuda_kernel(*args, *extras)
+            return matched(args, matrices, scalars)
+        extras = check(*args)
+        known.remember(args)
+        no_overlap(args)
+        result = cuda_kernel(*args, *extras)
         return result if returns else None
 
     def cpu(*args):
