@@ -124,6 +124,20 @@ REMAINDER_CHUNK = tl.constexpr(64)
 PARALLEL_REMAINDER_CHUNK = tl.constexpr(128)
 I64_MAX = tl.constexpr(2**63 - 1)
 
+# How a kernel computes the draft steps (its STEP_FORM, from the host's num_steps and
+# max_model_len): none at all (num_steps = 0: P-EAGLE, PARD, one-draft rounds), each step from
+# the round's start in closed form (_lane_steps), or 1.5 applied step after step (a
+# max_model_len a position can pass more than once in num_steps steps). Code for steps a round
+# does not take still costs a warp its place in the instruction stream, masked off or not.
+# H200, CUDA graph, us per call at R = 1 / 64 / 1024 before -> after
+# (benchmarks/results/round_lanes.txt, section 12): chain EAGLE with one draft 1.29 / 1.32 /
+# 1.41 -> 0.99 / 1.00 / 1.08, P-EAGLE with K = 3 1.43 / 1.55 / 1.66 -> 1.13 / 1.19 / 1.44, the
+# draft model with one draft 1.31 / 1.46 / 1.54 -> 1.18 / 1.29 / 1.27; the per-request layout's
+# steps in closed form: the draft model with K = 3 at R = 1 / 64 1.47 / 1.66 -> 1.38 / 1.52.
+NO_STEPS = tl.constexpr(0)
+CLOSED_STEPS = tl.constexpr(1)
+ITERATED_STEPS = tl.constexpr(2)
+
 
 def round_lanes(*counts):
     """Lanes per request in the lanes layout, a power of two: one for each of every count's
@@ -170,6 +184,15 @@ def closed_form_steps(max_model_len, num_steps):
     wraps at most once in num_steps steps, and seq_len + num_steps cannot overflow
     (_lane_steps)."""
     return num_steps < max_model_len <= I64_MAX.value - num_steps
+
+
+def step_form(max_model_len, num_steps):
+    """The kernels' STEP_FORM for a round of num_steps draft steps."""
+    if num_steps == 0:
+        return NO_STEPS.value
+    if closed_form_steps(max_model_len, num_steps):
+        return CLOSED_STEPS.value
+    return ITERATED_STEPS.value
 
 
 def decode_sized(num_tokens, num_reqs, lanes):
@@ -375,22 +398,26 @@ def _fill_padding(ptr, row_stride, num_rows, start, stop, BLOCK: tl.constexpr):
 @triton.jit
 def _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
                  seq_len, max_model_len, first_step, num_steps, valid, BLOCK_SIZE: tl.constexpr,
-                 STEPS: tl.constexpr):
+                 STEPS: tl.constexpr, STEP_FORM: tl.constexpr):
     """5.2's steps first_step ... first_step + STEPS - 1 of row req, loads only: (step, live,
     position, seq_len, slot), live where step < num_steps and ``valid``. Step s is 1.5's step
-    applied s + 1 times to (position, seq_len) in registers, so all the steps' block-table
-    reads are one round trip."""
+    applied s + 1 times to (position, seq_len) in registers (in closed form with
+    CLOSED_STEPS), so all the steps' block-table reads are one round trip."""
     step = first_step + tl.arange(0, STEPS).to(tl.int64)
     live = step < tl.where(valid, num_steps, 0)
     positions = tl.zeros((STEPS,), tl.int64) + position
     seq_lens = tl.zeros((STEPS,), tl.int64) + seq_len
-    over = tl.zeros_like(positions) != 0
-    for i in range(tl.minimum(num_steps, first_step + STEPS)):
-        advanced, advanced_over, advanced_seq_len = _advance(positions, seq_lens, max_model_len)
-        take = step >= i
-        positions = tl.where(take, advanced, positions)
-        over = tl.where(take, advanced_over, over)
-        seq_lens = tl.where(take, advanced_seq_len, seq_lens)
+    if STEP_FORM == CLOSED_STEPS:
+        positions, seq_lens, over = _lane_steps(positions, seq_lens, max_model_len, step)
+    else:
+        over = tl.zeros_like(positions) != 0
+        for i in range(tl.minimum(num_steps, first_step + STEPS)):
+            advanced, advanced_over, advanced_seq_len = _advance(positions, seq_lens,
+                                                                 max_model_len)
+            take = step >= i
+            positions = tl.where(take, advanced, positions)
+            over = tl.where(take, advanced_over, over)
+            seq_lens = tl.where(take, advanced_seq_len, seq_lens)
     slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req, positions,
                        live & ~over, BLOCK_SIZE)
     return step, live, positions, seq_lens, tl.where(over, -1, slot)
@@ -411,7 +438,7 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
                  out_positions_row_stride, out_slot_mapping_ptr, out_slot_mapping_row_stride,
                  out_seq_lens_ptr, out_seq_lens_row_stride, req, position, seq_len,
                  max_model_len, num_steps, valid, values, BLOCK_SIZE: tl.constexpr,
-                 STEPS: tl.constexpr):
+                 STEPS: tl.constexpr, STEP_FORM: tl.constexpr):
     """Column req of 5.2's step outs (where ``valid``): num_steps successive 1.5 steps from
     (position, seq_len). ``values`` are the first STEPS steps' (``_step_values``, read before
     the first pass's stores); later steps, if any, are computed here."""
@@ -422,7 +449,7 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
     for first_step in range(STEPS, num_steps, STEPS):
         step, live, step_position, step_seq_len, slot = _step_values(
             block_table_ptr, block_table_row_stride, num_block_cols, req, position, seq_len,
-            max_model_len, first_step, num_steps, valid, BLOCK_SIZE, STEPS)
+            max_model_len, first_step, num_steps, valid, BLOCK_SIZE, STEPS, STEP_FORM)
         _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                      out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
                      req, step, live, step_position, step_seq_len, slot)
@@ -533,7 +560,8 @@ def _prepare_eagle_round_kernel(
     block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
     max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
     step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, STEP_FORM: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
@@ -544,13 +572,15 @@ def _prepare_eagle_round_kernel(
         query_start_loc_ptr, req, is_request, vocab_size, NUM_COLS)
     query_start = tl.load(query_start_loc_ptr + req).to(tl.int64)
     query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
-    seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) - rejected
-    # The draft steps start at the last accepted token. A discarded row with drafts may point
-    # in front of the batch: read as position 0.
-    position = tl.load(target_positions_ptr + last, mask=head & (last >= 0) & (last < num_tokens),
-                       other=0).to(tl.int64)
-    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
-                         seq_len, max_model_len, 0, num_steps, head, BLOCK_SIZE, STEP_LANES)
+    if STEP_FORM != NO_STEPS:
+        seq_len = tl.load(seq_lens_ptr + req, mask=head, other=0).to(tl.int64) - rejected
+        # The draft steps start at the last accepted token. A discarded row with drafts may
+        # point in front of the batch: read as position 0.
+        position = tl.load(target_positions_ptr + last,
+                           mask=head & (last >= 0) & (last < num_tokens), other=0).to(tl.int64)
+        steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                             position, seq_len, max_model_len, 0, num_steps, head, BLOCK_SIZE,
+                             STEP_LANES, STEP_FORM)
 
     first, stop, step = request_chunks(query_start,
                                        tl.where(is_request, query_next - query_start, 0),
@@ -566,17 +596,18 @@ def _prepare_eagle_round_kernel(
                           out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr,
                           query_start + wide, wide < stop, last, next_token, num_tokens)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, BLOCK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, BLOCK)
 
     tl.store(next_token_ptr + req, next_token, mask=head)
     tl.store(valid_count_ptr + req, count, mask=head)
     tl.store(token_indices_ptr + req, last, mask=head)
-    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
-                 position, seq_len, max_model_len, num_steps, head, steps, BLOCK_SIZE,
-                 STEP_LANES)
+    if STEP_FORM != NO_STEPS:
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, BLOCK)
+        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                     position, seq_len, max_model_len, num_steps, head, steps, BLOCK_SIZE,
+                     STEP_LANES, STEP_FORM)
 
 
 @spec_kernel
@@ -605,8 +636,8 @@ def _prepare_eagle_round_lanes_kernel(
     block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
     max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
     step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
-    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, REQS: tl.constexpr,
-    LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
+    NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, STEP_FORM: tl.constexpr,
+    REQS: tl.constexpr, LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
     # c of request r: sampled column c, first-pass token qsl[r] + c, draft step c; lane 0 the
@@ -623,17 +654,19 @@ def _prepare_eagle_round_lanes_kernel(
         next_token, count, last, rejected = _lane_request_state(
             sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
             query_next, req, lane, is_request, vocab_size, NUM_COLS)
-        seq_len = tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64) - rejected
-        # As in the per-request kernel: a discarded row with drafts may point in front of the
-        # batch, read as position 0.
-        position = tl.load(target_positions_ptr + last,
-                           mask=is_request & (last >= 0) & (last < num_tokens),
-                           other=0).to(tl.int64)
-        live = is_request & (lane < num_steps)
-        step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
-                                                        lane.to(tl.int64))
-        slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                           step_position, live & ~over, BLOCK_SIZE)
+        if STEP_FORM != NO_STEPS:
+            seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
+                       - rejected)
+            # As in the per-request kernel: a discarded row with drafts may point in front of
+            # the batch, read as position 0.
+            position = tl.load(target_positions_ptr + last,
+                               mask=is_request & (last >= 0) & (last < num_tokens),
+                               other=0).to(tl.int64)
+            live = is_request & (lane < num_steps)
+            step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
+                                                            lane.to(tl.int64))
+            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                               step_position, live & ~over, BLOCK_SIZE)
         # The request's tokens j in [first, stop) (request_chunks' bounds), the first LANES
         # here.
         first = tl.maximum(-query_start, 0)
@@ -647,10 +680,11 @@ def _prepare_eagle_round_lanes_kernel(
         tl.store(next_token_ptr + req, next_token, mask=head)
         tl.store(valid_count_ptr + req, count, mask=head)
         tl.store(token_indices_ptr + req, last, mask=head)
-        _store_steps(out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
-                     lane.to(tl.int64), live, step_position, step_seq_len,
-                     tl.where(over, -1, slot))
+        if STEP_FORM != NO_STEPS:
+            _store_steps(out_step_positions_ptr, step_positions_stride,
+                         out_step_slot_mapping_ptr, step_slot_mapping_stride,
+                         out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
+                         live, step_position, step_seq_len, tl.where(over, -1, slot))
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift, REQS, LANES,
@@ -677,8 +711,9 @@ def _prepare_eagle_round_lanes_kernel(
                                   num_tokens)
     # CUDA-graph padding, dealt out over every program (_fill_padding).
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_tokens, num_input_tokens, LANES_PADDING_CHUNK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, LANES_PADDING_CHUNK)
+    if STEP_FORM != NO_STEPS:
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
 
 
 @spec_kernel
@@ -713,7 +748,7 @@ def _prepare_parallel_round_kernel(
     step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
     step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    BLOCK: tl.constexpr, PDL: tl.constexpr,
+    STEP_FORM: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
@@ -732,11 +767,12 @@ def _prepare_parallel_round_kernel(
     first_position = tl.load(target_positions_ptr + query_start,
                              mask=is_request & (query_start >= 0) & (query_start < num_tokens),
                              other=0).to(tl.int64)
-    # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-    step_position = _as_stored(first_position + last - query_start + 1, out_positions_ptr)
-    steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                         step_position, seq_len - rejected, max_model_len, 0, num_steps, head,
-                         BLOCK_SIZE, STEP_LANES)
+    if STEP_FORM != NO_STEPS:
+        # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
+        step_position = _as_stored(first_position + last - query_start + 1, out_positions_ptr)
+        steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                             step_position, seq_len - rejected, max_model_len, 0, num_steps,
+                             head, BLOCK_SIZE, STEP_LANES, STEP_FORM)
 
     out_start = query_start + req * num_new
     num_valid = last - query_start + (0 if SHIFT else 1)
@@ -761,8 +797,6 @@ def _prepare_parallel_round_kernel(
             num_tokens, padding_token_id, parallel_drafting_token_id, num_padding_slots,
             max_model_len, SHIFT, BLOCK_SIZE)
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens, BLOCK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, BLOCK)
 
     tl.store(next_token_ptr + req, next_token, mask=head)
     tl.store(valid_count_ptr + req, count, mask=head)
@@ -770,11 +804,14 @@ def _prepare_parallel_round_kernel(
     tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
     tl.store(out_query_start_loc_ptr + num_reqs, batch_end + num_reqs * num_new,
              mask=is_last_row)
-    _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
-                 out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                 step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
-                 step_position, seq_len - rejected, max_model_len, num_steps, head, steps,
-                 BLOCK_SIZE, STEP_LANES)
+    if STEP_FORM != NO_STEPS:
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, BLOCK)
+        _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                     out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
+                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
+                     step_position, seq_len - rejected, max_model_len, num_steps, head, steps,
+                     BLOCK_SIZE, STEP_LANES, STEP_FORM)
 
 
 @spec_kernel
@@ -809,7 +846,8 @@ def _prepare_parallel_round_lanes_kernel(
     step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
     step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    REQS: tl.constexpr, LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
+    STEP_FORM: tl.constexpr, REQS: tl.constexpr, LANES: tl.constexpr,
+    remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
     # c of request r: sampled column c, first-pass entry out_start + c, draft step c; lane 0
@@ -865,16 +903,16 @@ def _prepare_parallel_round_lanes_kernel(
             parallel_drafting_token_id, padding_token_id)
         keep, slot_position = _entry_slot_position(position, is_rejected, max_model_len,
                                                    out_positions_ptr)
-        # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-        live = is_request & (lane < num_steps)
-        step_position, step_seq_len, over = _lane_steps(
-            _as_stored(first_position + last - query_start + 1, out_positions_ptr),
-            seq_len - rejected, max_model_len,
-            lane.to(tl.int64))
         block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                          slot_position, owned & keep, BLOCK_SIZE)
-        step_block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                              step_position, live & ~over, BLOCK_SIZE)
+        if STEP_FORM != NO_STEPS:
+            # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
+            live = is_request & (lane < num_steps)
+            step_position, step_seq_len, over = _lane_steps(
+                _as_stored(first_position + last - query_start + 1, out_positions_ptr),
+                seq_len - rejected, max_model_len, lane.to(tl.int64))
+            step_block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                                  step_position, live & ~over, BLOCK_SIZE)
         tl.debug_barrier()
 
         _store_parallel_entries(
@@ -890,10 +928,12 @@ def _prepare_parallel_round_lanes_kernel(
         tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req),
                  batch_end + num_reqs * num_new, mask=is_first)
-        _store_steps(out_step_positions_ptr, step_positions_stride, out_step_slot_mapping_ptr,
-                     step_slot_mapping_stride, out_step_seq_lens_ptr, step_seq_lens_stride, req,
-                     lane.to(tl.int64), live, step_position, step_seq_len,
-                     tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
+        if STEP_FORM != NO_STEPS:
+            _store_steps(out_step_positions_ptr, step_positions_stride,
+                         out_step_slot_mapping_ptr, step_slot_mapping_stride,
+                         out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
+                         live, step_position, step_seq_len,
+                         tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift, REQS,
@@ -928,8 +968,9 @@ def _prepare_parallel_round_lanes_kernel(
     # CUDA-graph padding, dealt out over every program (_fill_padding).
     _fill_padding(out_slot_mapping_ptr, 0, 1, num_first_pass, num_input_tokens,
                   LANES_PADDING_CHUNK)
-    _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
-                  input_batch_size, LANES_PADDING_CHUNK)
+    if STEP_FORM != NO_STEPS:
+        _fill_padding(out_step_slot_mapping_ptr, step_slot_mapping_stride, num_steps, num_reqs,
+                      input_batch_size, LANES_PADDING_CHUNK)
 
 
 @spec_kernel
@@ -1128,6 +1169,7 @@ def launch_prepare_eagle_round(
         num_steps, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
     num_tokens = target_token_ids.shape[0]
+    form = step_form(max_model_len, num_steps)
     args = (sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
             query_start_loc, target_token_ids, target_positions, target_slot_mapping,
             block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,
@@ -1136,10 +1178,10 @@ def launch_prepare_eagle_round(
             num_input_tokens, input_batch_size, sampled_token_ids.stride()[0],
             block_table.stride()[0], block_table.shape[1], vocab_size, max_model_len,
             num_steps, out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-            out_step_seq_lens.stride()[0], num_cols, block_size)
+            out_step_seq_lens.stride()[0], num_cols, block_size, form)
     lanes = round_lanes(num_cols, num_steps)
     split = lanes_split(num_tokens, num_reqs, lanes)
-    if split is not None and closed_form_steps(max_model_len, num_steps):
+    if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args)
     return _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                 grid_y=num_chunks(num_tokens, num_reqs))
@@ -1155,6 +1197,7 @@ def launch_prepare_parallel_round(
         parallel_drafting_token_id, num_padding_slots_per_request, shift_input_ids, block_size,
         max_model_len, num_steps, num_first_pass, num_input_tokens, input_batch_size):
     num_reqs, num_cols = sampled_token_ids.shape
+    form = step_form(max_model_len, num_steps)
     args = (sampled_token_ids, discard_request_mask, backup_next_token_ids,
             cu_num_draft_tokens, query_start_loc, target_token_ids, target_positions,
             block_table, seq_lens, next_token_ids, valid_sampled_tokens_count, out_input_ids,
@@ -1166,11 +1209,11 @@ def launch_prepare_parallel_round(
             vocab_size, padding_token_id, parallel_drafting_token_id,
             num_padding_slots_per_request, max_model_len, num_steps,
             out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
-            out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size)
+            out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size, form)
     lanes = parallel_lanes(num_cols, num_padding_slots_per_request, shift_input_ids, num_steps)
     pays = lanes_pay(num_reqs, num_cols)
     split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
-    if split is not None and closed_form_steps(max_model_len, num_steps):
+    if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args)
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
