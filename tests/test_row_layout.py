@@ -295,6 +295,33 @@ def lanes_possible(op, args):
     return op_lanes(op, args) is not None and rounds.closed_form_steps(max_model_len, num_steps)
 
 
+def num_steps_of(op, args):
+    return args[22] if op == "prepare_eagle_round" else args[29]
+
+
+@pytest.mark.parametrize("op", ROUND_OPS[:2])
+@pytest.mark.parametrize("seed", range(6))
+def test_round_steps_step_after_step_equal_closed_form(op, seed):
+    """The per-request kernels' draft steps in both forms they compile to, 1.5 applied step
+    after step (where no closed form holds) and the closed form, write what the CPU kernel
+    writes, on batches with draft steps."""
+    args = next(args for args in (sample(op, 100 * seed + n, 9) for n in range(100))
+                if num_steps_of(op, args) > 0)
+    expected = run(op, args, "cpu")
+    per_request = mock.patch.object(rounds, "lanes_split", lambda *shape: None)
+    for form in (rounds.ITERATED_STEPS.value, rounds.CLOSED_STEPS.value):
+        forms = []
+
+        def pick(max_model_len, num_steps, form=form):
+            forms.append(form)
+            return form
+
+        with per_request, mock.patch.object(rounds, "step_form", pick):
+            got, kernels = run_recording(op, args)
+        assert forms and not kernels[0].endswith("_lanes_kernel"), kernels
+        assert_outputs_equal(got, expected, f"form {form}")
+
+
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("long_requests", [False, "prefill"])
 @pytest.mark.parametrize("seed", range(12))
