@@ -147,10 +147,19 @@ def round_lanes(*counts):
     return lanes if lanes <= MAX_LANES else None
 
 
+# 6.2's lanes layout holds at least this many lanes per request. P-EAGLE with one draft
+# needs two, 16 requests to a warp, and was slower so: H200, CUDA graph, lanes layout, us per
+# call at R = 256 / 1024 with 2 lanes 1.50 / 1.54, with 4 1.31 / 1.38, with 8 1.37 / 1.43; the
+# draft model with one draft (4 lanes) 1.26 / 1.28 with 4, 1.22 / 1.37 with 8
+# (benchmarks/results/round_lanes.txt, section 13). 6.1 and 6.3 gain nothing from it.
+PARALLEL_MIN_LANES = 4
+
+
 def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
     """6.2's lanes per request: a decode request's W tokens and the S (S - 1 with shift) the
-    round adds, and its draft steps."""
-    return round_lanes(num_cols + num_padding_slots - (1 if shift else 0), num_steps)
+    round adds, and its draft steps; at least PARALLEL_MIN_LANES."""
+    return round_lanes(num_cols + num_padding_slots - (1 if shift else 0), num_steps,
+                       PARALLEL_MIN_LANES)
 
 
 def _launch_lanes(launcher, num_reqs, lanes, split, args):
