@@ -14,7 +14,7 @@ import spec_ops
 from backends import HAS_CUDA
 from spec_ops._library import KERNELS
 from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next_power_of_2
-from spec_ops._triton.rounds import LANES_MIN_REQS, round_lanes
+from spec_ops._triton.rounds import LANES_MIN_REQS, parallel_lanes, round_lanes
 
 warmup_module = sys.modules["spec_ops.warmup"]
 CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
@@ -158,8 +158,8 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
     # (NUM_COLS, SHIFT, LANES) of 6.2's.
     assert {(c[0], c[1], c[-1]) for n, c in launched
             if n == "_prepare_parallel_round_lanes_kernel"} == {
-        (w, shift, round_lanes(w + added, steps)) for w in (1, k + 1)
-        for shift, added, steps in ((True, k - 1, 0), (False, k, 0), (False, 1, k - 1))}
+        (w, shift, parallel_lanes(w, slots, shift, steps)) for w in (1, k + 1)
+        for shift, slots, steps in ((True, k, 0), (False, k, 0), (False, 1, k - 1))}
 
 
 def variants_launched(monkeypatch, run):
