@@ -24,9 +24,10 @@ requests or LANES_MIN_COLS sampled columns) and for batches of several requests 
 whose PER_REQUEST_BLOCK chunks are no more than their groups' remainder programs (6.2 with
 LANES_MIN_REQS requests or LANES_MIN_COLS columns; lanes_split): one warp holds 32 / LANES
 requests, LANES lanes each, and every lane of a request computes the request's state. Lane c
-reads sampled column c, writes first-pass item c and draft step c. Items past a request's
-lanes (a chunked prefill among decodes) are written by remainder programs launched after the
-tile's (_remainder_requests).
+reads sampled column c and writes first-pass item c. A round with draft steps has as many
+step programs again, each over the same requests as one tile program, lane c writing step c
+(_programs_before_remainder). Items past a request's lanes (a chunked prefill among decodes)
+are written by remainder programs launched after those (_remainder_requests).
 """
 
 import triton
@@ -162,12 +163,12 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
                        PARALLEL_MIN_LANES)
 
 
-def _launch_lanes(launcher, num_reqs, lanes, split, args):
+def _launch_lanes(launcher, num_reqs, lanes, split, args, step_programs=False):
     """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
-    each, at least one program), then the remainder's (``split``, a power of two, per
-    REMAINDER_REQS requests)."""
+    each, at least one program), as many again for the draft steps with ``step_programs``,
+    then the remainder's (``split``, a power of two, per REMAINDER_REQS requests)."""
     reqs = 32 * LANES_WARPS // lanes
-    grid = (cdiv(max(num_reqs, 1), reqs)
+    grid = (cdiv(max(num_reqs, 1), reqs) * (2 if step_programs else 1)
             + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
     return launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
 
@@ -316,17 +317,17 @@ def _lane_steps(position, seq_len, max_model_len, step):
 
 
 @triton.jit
-def _lane_requests(row, lane, REQS: tl.constexpr):
-    """The lanes layout's [REQS, LANES] tile of request indices: this program's requests
-    p * REQS + row, each across its lanes. (Triton then gives the loads of per-request arrays a
+def _lane_requests(tile, row, lane, REQS: tl.constexpr):
+    """The lanes layout's [REQS, LANES] tile of request indices: tile ``tile``'s requests
+    tile * REQS + row, each across its lanes. (Triton then gives the loads of per-request arrays a
     layout of their own and shuffles values into the lanes' layout: hiding the rows'
     contiguity from it removed the shuffles and cost 0.02-0.07 us per call on the H200.)"""
-    return tl.program_id(0).to(tl.int64) * REQS + row + tl.zeros_like(lane)
+    return tile.to(tl.int64) * REQS + row + tl.zeros_like(lane)
 
 
 @triton.jit
-def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift,
-                        REQS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr):
+def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift, before,
+                        LANES: tl.constexpr, CHUNK: tl.constexpr):
     """A remainder program's REMAINDER_REQS requests g, g + G, g + 2G, ... of its group g
     (int64; strided, as row_group's, so that adjacent long requests land in different groups)
     and its chunks of their items past their lanes: ([requests], their qsl[r], first chunk
@@ -340,12 +341,12 @@ def _remainder_requests(query_start_loc_ptr, num_reqs, num_items, added, shift,
     (q + k) mod S, a program took up to four chunks of as many requests where the group's
     chunks were no more than its programs: 16 requests of 200 tokens, 6.1 3.6 us per call
     against 1.7 on the H200; round_lanes.txt, section 10.) S = 2^shift (an argument: a
-    quotient by a value the kernel derives from its grid took the programs 0.3-0.4 us)."""
-    tiles = _tile_programs(num_reqs, REQS)
+    quotient by a value the kernel derives from its grid took the programs 0.3-0.4 us).
+    ``before``: the grid's programs ahead of the remainder's."""
     num_groups = (tl.maximum(num_reqs, 1) + REMAINDER_REQS - 1) // REMAINDER_REQS
     shift = shift.to(tl.int32)
     split = 1 << shift
-    program = (tl.program_id(0) - tiles).to(tl.int32)
+    program = (tl.program_id(0) - before).to(tl.int32)
     req = ((program >> shift).to(tl.int64)
            + tl.arange(0, REMAINDER_REQS).to(tl.int64) * num_groups)
     is_request = req < num_reqs
@@ -377,6 +378,23 @@ def _take_first(pending):
 def _tile_programs(num_reqs, REQS: tl.constexpr):
     """Programs of the lanes layout's tile: REQS requests each, at least one."""
     return (tl.maximum(num_reqs, 1) + REQS - 1) // REQS
+
+
+@triton.jit
+def _programs_before_remainder(num_reqs, REQS: tl.constexpr, STEP_FORM: tl.constexpr):
+    """The tile's programs and, for a round with draft steps, as many step programs.
+
+    A tile program and its step program each recompute the requests' state and run side by
+    side, so the steps' arithmetic, block-table read and stores are off the first pass's
+    chain of dependent instructions. H200, CUDA graph, us per call at R = 1 / 64 / 1024, the
+    steps in the tile program -> in programs of their own (benchmarks/results/round_lanes.txt,
+    section 15): the draft model with K = 7 1.55 / 1.66 / 2.29 -> 1.24 / 1.26 / 1.81, with
+    K = 3 at R = 1024 1.77 -> 1.67; chain EAGLE with K = 7 1.30 / 1.39 / 1.55 -> 1.24 / 1.33 /
+    1.49, with K = 3 1.30 / 1.33 / 1.43 -> 1.24 / 1.31 / 1.42; nothing slower."""
+    tiles = _tile_programs(num_reqs, REQS)
+    if STEP_FORM != NO_STEPS:
+        tiles = 2 * tiles
+    return tiles
 
 
 @triton.jit
@@ -648,34 +666,23 @@ def _prepare_eagle_round_lanes_kernel(
     NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, STEP_FORM: tl.constexpr,
     REQS: tl.constexpr, LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
-    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
-    # c of request r: sampled column c, first-pass token qsl[r] + c, draft step c; lane 0 the
-    # per-request outputs. Programs P + q: the tokens past their lanes of requests,
-    # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
+    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile. Lane c of request r:
+    # sampled column c, first-pass token qsl[r] + c; lane 0 the per-request outputs. Programs
+    # P + p, with draft steps: the same requests' steps, lane c step c (num_steps <= LANES).
+    # Then programs of the tokens past their lanes of requests, in groups of REMAINDER_REQS
+    # (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
-    if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+    tiles = _tile_programs(num_reqs, REQS)
+    if tl.program_id(0) < tiles:
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
-        req = _lane_requests(row, lane, REQS)
+        req = _lane_requests(tl.program_id(0), row, lane, REQS)
         is_request = req < num_reqs
         query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
         next_token, count, last, rejected = _lane_request_state(
             sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
             query_next, req, lane, is_request, vocab_size, NUM_COLS)
-        if STEP_FORM != NO_STEPS:
-            seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
-                       - rejected)
-            # As in the per-request kernel: a discarded row with drafts may point in front of
-            # the batch, read as position 0.
-            position = tl.load(target_positions_ptr + last,
-                               mask=is_request & (last >= 0) & (last < num_tokens),
-                               other=0).to(tl.int64)
-            live = is_request & (lane < num_steps)
-            step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
-                                                            lane.to(tl.int64))
-            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                               step_position, live & ~over, BLOCK_SIZE)
         # The request's tokens j in [first, stop) (request_chunks' bounds), the first LANES
         # here.
         first = tl.maximum(-query_start, 0)
@@ -689,15 +696,37 @@ def _prepare_eagle_round_lanes_kernel(
         tl.store(next_token_ptr + req, next_token, mask=head)
         tl.store(valid_count_ptr + req, count, mask=head)
         tl.store(token_indices_ptr + req, last, mask=head)
+    elif tl.program_id(0) < _programs_before_remainder(num_reqs, REQS, STEP_FORM):
         if STEP_FORM != NO_STEPS:
+            lane = tl.arange(0, LANES)[None, :]
+            row = tl.arange(0, REQS)[:, None]
+            req = _lane_requests(tl.program_id(0) - tiles, row, lane, REQS)
+            is_request = req < num_reqs
+            query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
+                                 other=0).to(tl.int64)
+            _next_token, _count, last, rejected = _lane_request_state(
+                sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr, cu_num_draft_ptr,
+                query_next, req, lane, is_request, vocab_size, NUM_COLS)
+            seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
+                       - rejected)
+            # As in the per-request kernel: a discarded row with drafts may point in front of
+            # the batch, read as position 0.
+            position = tl.load(target_positions_ptr + last,
+                               mask=is_request & (last >= 0) & (last < num_tokens),
+                               other=0).to(tl.int64)
+            live = is_request & (lane < num_steps)
+            step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
+                                                            lane.to(tl.int64))
+            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                               step_position, live & ~over, BLOCK_SIZE)
             _store_steps(out_step_positions_ptr, step_positions_stride,
                          out_step_slot_mapping_ptr, step_slot_mapping_stride,
                          out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
                          live, step_position, step_seq_len, tl.where(over, -1, slot))
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift, REQS, LANES,
-            REMAINDER_CHUNK)
+            query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift,
+            _programs_before_remainder(num_reqs, REQS, STEP_FORM), LANES, REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -858,29 +887,30 @@ def _prepare_parallel_round_lanes_kernel(
     STEP_FORM: tl.constexpr, REQS: tl.constexpr, LANES: tl.constexpr,
     remainder_shift: tl.int64, PDL: tl.constexpr,
 ):
-    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile (num_steps <= LANES). Lane
-    # c of request r: sampled column c, first-pass entry out_start + c, draft step c; lane 0
-    # the per-request outputs. Programs P + q: the entries past their lanes of requests,
-    # in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
+    # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile. Lane c of request r:
+    # sampled column c, first-pass entry out_start + c; lane 0 the per-request outputs.
+    # Programs P + p, with draft steps: the same requests' steps, lane c step c (num_steps <=
+    # LANES). Then programs of the entries past their lanes of requests, in groups of
+    # REMAINDER_REQS (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
-    if tl.program_id(0) < _tile_programs(num_reqs, REQS):
+    tiles = _tile_programs(num_reqs, REQS)
+    if tl.program_id(0) < tiles:
         # Loads in three groups, the three round trips: the per-request values, then those at
-        # query_start_loc[r] (the first position, the input ids), then the block table (the
-        # entries' and the steps' slots). ptxas issues a load as late as it can, just before
-        # its first use, and a warp stalls at a use until the load is back, so a load placed
+        # query_start_loc[r] (the first position, the input ids), then the block table (the entries'
+        # slots; the steps' are their own programs'). ptxas issues a load as late as it can, just
+        # before its first use, and a warp stalls at a use until the load is back, so a load placed
         # after another's use is a round trip of its own: 6.2 had four to seven. A barrier (one
-        # warp: cheap) after each group keeps its loads ahead of it; three or four remain, the
-        # steps' block-table read on some variants following a use of the entries' (scripts/
-        # load_trips.py --tile; benchmarks/results/round_lanes.txt:
-        # 6.2 in this layout at R = 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 /
-        # 1.67 / 1.70 before, 1.49 / 1.54 / 1.57 after; the draft model 1.80 / 1.70 / 1.76
-        # before, 1.46 / 1.52 / 1.57 after). The barriers hold the loads, not the arithmetic on
-        # their values, which ptxas still moves up: on some variants the input ids go out with
-        # the block-table reads (the same round trip).
+        # warp: cheap) after each group keeps its loads ahead of it: three round trips remain on
+        # every variant (scripts/load_trips.py --tile; four on some while the draft steps' block-
+        # table read was in this path; benchmarks/results/round_lanes.txt: 6.2 in this layout at R =
+        # 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 / 1.67 / 1.70 before, 1.49 / 1.54
+        # / 1.57 after; the draft model 1.80 / 1.70 / 1.76 before, 1.46 / 1.52 / 1.57 after). The
+        # barriers hold the loads, not the arithmetic on their values, which ptxas still moves up:
+        # on some variants the input ids go out with the block-table reads (the same round trip).
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
-        req = _lane_requests(row, lane, REQS)
+        req = _lane_requests(tl.program_id(0), row, lane, REQS)
         is_request = req < num_reqs
         query_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request, other=0).to(tl.int64)
@@ -914,14 +944,6 @@ def _prepare_parallel_round_lanes_kernel(
                                                    out_positions_ptr)
         block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                          slot_position, owned & keep, BLOCK_SIZE)
-        if STEP_FORM != NO_STEPS:
-            # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-            live = is_request & (lane < num_steps)
-            step_position, step_seq_len, over = _lane_steps(
-                _as_stored(first_position + last - query_start + 1, out_positions_ptr),
-                seq_len - rejected, max_model_len, lane.to(tl.int64))
-            step_block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                                  step_position, live & ~over, BLOCK_SIZE)
         tl.debug_barrier()
 
         _store_parallel_entries(
@@ -937,16 +959,43 @@ def _prepare_parallel_round_lanes_kernel(
         tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req),
                  batch_end + num_reqs * num_new, mask=is_first)
+    elif tl.program_id(0) < _programs_before_remainder(num_reqs, REQS, STEP_FORM):
         if STEP_FORM != NO_STEPS:
+            lane = tl.arange(0, LANES)[None, :]
+            row = tl.arange(0, REQS)[:, None]
+            req = _lane_requests(tl.program_id(0) - tiles, row, lane, REQS)
+            is_request = req < num_reqs
+            query_start = tl.load(query_start_loc_ptr + req, mask=is_request,
+                                  other=0).to(tl.int64)
+            query_next = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
+                                 other=0).to(tl.int64)
+            seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
+                       + num_new)
+            loads = _lane_request_loads(sampled_ptr, sampled_row_stride, discard_ptr,
+                                        backup_ptr, cu_num_draft_ptr, req, lane, is_request,
+                                        NUM_COLS)
+            first_position = tl.load(
+                target_positions_ptr + query_start,
+                mask=is_request & (query_start >= 0) & (query_start < num_tokens),
+                other=0).to(tl.int64)
+            _next_token, _count, last, rejected = _lane_request_combine(loads, query_next, lane,
+                                                                        vocab_size)
+            # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
+            live = is_request & (lane < num_steps)
+            step_position, step_seq_len, over = _lane_steps(
+                _as_stored(first_position + last - query_start + 1, out_positions_ptr),
+                seq_len - rejected, max_model_len, lane.to(tl.int64))
+            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                               step_position, live & ~over, BLOCK_SIZE)
             _store_steps(out_step_positions_ptr, step_positions_stride,
                          out_step_slot_mapping_ptr, step_slot_mapping_stride,
                          out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
-                         live, step_position, step_seq_len,
-                         tl.where(over, -1, slot_of(step_block, step_position, BLOCK_SIZE)))
+                         live, step_position, step_seq_len, tl.where(over, -1, slot))
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift, REQS,
-            LANES, PARALLEL_REMAINDER_CHUNK)
+            query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift,
+            _programs_before_remainder(num_reqs, REQS, STEP_FORM), LANES,
+            PARALLEL_REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -1098,7 +1147,7 @@ def _prepare_dflash_round_lanes_kernel(
     if tl.program_id(0) < _tile_programs(num_reqs, REQS):
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
-        req = _lane_requests(row, lane, REQS)
+        req = _lane_requests(tl.program_id(0), row, lane, REQS)
         is_request = req < num_reqs
         context_start = tl.load(query_start_loc_ptr + req, mask=is_request, other=0).to(tl.int64)
         context_end = tl.load(query_start_loc_ptr + req + 1, mask=is_request,
@@ -1140,8 +1189,8 @@ def _prepare_dflash_round_lanes_kernel(
                  mask=(req == 0) & (lane == 0))
     else:
         requests, starts, firsts, stop_at, pending, stride = _remainder_requests(
-            query_start_loc_ptr, num_reqs, num_context, 0, remainder_shift, REQS, LANES,
-            REMAINDER_CHUNK)
+            query_start_loc_ptr, num_reqs, num_context, 0, remainder_shift,
+            _tile_programs(num_reqs, REQS), LANES, REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -1191,7 +1240,8 @@ def launch_prepare_eagle_round(
     lanes = round_lanes(num_cols, num_steps)
     split = lanes_split(num_tokens, num_reqs, lanes)
     if split is not None and form != ITERATED_STEPS.value:
-        return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args)
+        return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args,
+                             form != NO_STEPS.value)
     return _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                 grid_y=num_chunks(num_tokens, num_reqs))
 
@@ -1223,7 +1273,8 @@ def launch_prepare_parallel_round(
     pays = lanes_pay(num_reqs, num_cols)
     split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
     if split is not None and form != ITERATED_STEPS.value:
-        return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args)
+        return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
+                             form != NO_STEPS.value)
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
 
