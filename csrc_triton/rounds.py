@@ -4,11 +4,12 @@ drafting, PARD and draft models, 6.3 DFlash.
 No output needs a value another request produced, so each round is one grid with no barrier.
 Every program that needs a request's 1.1 and 1.2 state recomputes it in registers (one pass
 over the request's W sampled columns), then issues every load its first chunk of tokens needs
-before its first store, so its chain of dependent global reads is three round trips: the
-inputs, the positions its slots start from, the block table (all draft steps' rows at once, as
-lanes of one vector). Further chunks of a long request load after that. (How ptxas schedules
-the loads can add round trips: scripts/load_trips.py counts them; 6.2's lanes kernel holds
-its loads in groups with barriers.)
+before its first store, so its chain of dependent global reads is at most three round trips:
+the inputs, the positions its slots start from, the block table (all draft steps' rows at
+once, as lanes of one vector); 6.1's lanes tile, which copies its slots, two. Further chunks of
+a long request load after that. (How ptxas schedules the loads can add round trips:
+scripts/load_trips.py counts them; 6.2's lanes kernel holds its loads in groups with
+barriers.)
 
 Program (r, c) of a request's C programs writes chunk c of its first-pass tokens, BLOCK
 of them, and past the first C * BLOCK its chunks c, c + C, ... of WIDE_CHUNK (a long request
@@ -163,12 +164,14 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
                        PARALLEL_MIN_LANES)
 
 
-def _launch_lanes(launcher, num_reqs, lanes, split, args, step_programs=False):
+def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value):
     """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
-    each, at least one program), as many again for the draft steps with ``step_programs``,
-    then the remainder's (``split``, a power of two, per REMAINDER_REQS requests)."""
+    each, at least one program), as many again for the draft steps of a round with any
+    (``form``, the kernel's STEP_FORM: _programs_before_remainder), then the remainder's
+    (``split``, a power of two, per REMAINDER_REQS requests)."""
+    assert form != ITERATED_STEPS.value, "the lanes layout computes steps in closed form only"
     reqs = 32 * LANES_WARPS // lanes
-    grid = (cdiv(max(num_reqs, 1), reqs) * (2 if step_programs else 1)
+    grid = (cdiv(max(num_reqs, 1), reqs) * (1 if form == NO_STEPS.value else 2)
             + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
     return launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
 
@@ -190,9 +193,10 @@ def lanes_pay(num_reqs, num_cols):
 
 
 def closed_form_steps(max_model_len, num_steps):
-    """Whether the lanes layout's draft steps are exact for this max_model_len: a position
-    wraps at most once in num_steps steps, and seq_len + num_steps cannot overflow
-    (_lane_steps)."""
+    """Whether the draft steps' closed form (_lane_steps) is exact for this max_model_len: a
+    position wraps at most once in num_steps steps, and seq_len + num_steps cannot overflow.
+    Where it is not, the steps are applied one after the other (ITERATED_STEPS), in the
+    per-request layout only."""
     return num_steps < max_model_len <= I64_MAX.value - num_steps
 
 
@@ -301,7 +305,8 @@ def _lane_steps(position, seq_len, max_model_len, step):
     as 1.5 applied step + 1 times. With max_model_len > num_steps a position wraps at most
     once, so the steps have a closed form: a lane's values take a few operations, not a loop
     over the steps before it. Exact for max_model_len in (num_steps, 2^63 - num_steps]
-    (closed_form_steps); other batches take the per-request layout."""
+    (closed_form_steps); other rounds apply the steps one after the other (ITERATED_STEPS,
+    the per-request layout)."""
     n = step + 1
     # The first step at which the position reaches max_model_len, k (if any is <= n):
     # compared without forming position + n, which may overflow.
@@ -672,6 +677,7 @@ def _prepare_eagle_round_lanes_kernel(
     # Then programs of the tokens past their lanes of requests, in groups of REMAINDER_REQS
     # (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
+    tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     tiles = _tile_programs(num_reqs, REQS)
     if tl.program_id(0) < tiles:
         lane = tl.arange(0, LANES)[None, :]
@@ -893,21 +899,22 @@ def _prepare_parallel_round_lanes_kernel(
     # LANES). Then programs of the entries past their lanes of requests, in groups of
     # REMAINDER_REQS (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
+    tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     tiles = _tile_programs(num_reqs, REQS)
     if tl.program_id(0) < tiles:
         # Loads in three groups, the three round trips: the per-request values, then those at
-        # query_start_loc[r] (the first position, the input ids), then the block table (the entries'
-        # slots; the steps' are their own programs'). ptxas issues a load as late as it can, just
-        # before its first use, and a warp stalls at a use until the load is back, so a load placed
-        # after another's use is a round trip of its own: 6.2 had four to seven. A barrier (one
-        # warp: cheap) after each group keeps its loads ahead of it: three round trips remain on
-        # every variant (scripts/load_trips.py --tile; four on some while the draft steps' block-
-        # table read was in this path; benchmarks/results/round_lanes.txt: 6.2 in this layout at R =
-        # 1, K = 1 / 3 / 7, us per call on the H200: P-EAGLE 1.61 / 1.67 / 1.70 before, 1.49 / 1.54
-        # / 1.57 after; the draft model 1.80 / 1.70 / 1.76 before, 1.46 / 1.52 / 1.57 after). The
-        # barriers hold the loads, not the arithmetic on their values, which ptxas still moves up:
-        # on some variants the input ids go out with the block-table reads (the same round trip).
+        # query_start_loc[r] (the first position, the input ids), then the block table (the
+        # entries' slots; the steps' are their own programs'). ptxas issues a load as late as it
+        # can, just before its first use, and a warp stalls at a use until the load is back, so a
+        # load placed after another's use is a round trip of its own: 6.2 had four to seven. A
+        # barrier (one warp: cheap) after each group keeps its loads ahead of it: three round
+        # trips remain with Triton 3.6's ptxas, three or four with 3.9's (scripts/load_trips.py
+        # --tile; benchmarks/results/round_lanes.txt: 6.2 in this layout at R = 1, K = 1 / 3 / 7,
+        # us per call on the H200: P-EAGLE 1.61 / 1.67 / 1.70 before, 1.49 / 1.54 / 1.57 after;
+        # the draft model 1.80 / 1.70 / 1.76 before, 1.46 / 1.52 / 1.57 after). The barriers hold
+        # the loads, not the arithmetic on their values, which ptxas still moves up: on some
+        # variants the input ids go out with the block-table reads (the same round trip).
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
         req = _lane_requests(tl.program_id(0), row, lane, REQS)
@@ -1240,8 +1247,7 @@ def launch_prepare_eagle_round(
     lanes = round_lanes(num_cols, num_steps)
     split = lanes_split(num_tokens, num_reqs, lanes)
     if split is not None and form != ITERATED_STEPS.value:
-        return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args,
-                             form != NO_STEPS.value)
+        return _launch_lanes(_prepare_eagle_round_lanes, num_reqs, lanes, split, args, form)
     return _prepare_eagle_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                 grid_y=num_chunks(num_tokens, num_reqs))
 
@@ -1274,7 +1280,7 @@ def launch_prepare_parallel_round(
     split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
     if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
-                             form != NO_STEPS.value)
+                             form)
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
 

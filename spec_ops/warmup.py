@@ -5,7 +5,9 @@ constexpr values: the width of ``sampled_token_ids`` (K + 1, or 1 in a batch wit
 the KV block size, whether 1.3 and 6.2 shift their inputs, whether 1.4 gets rejected counts,
 whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and its tile
 width) or long enough for a query program of their own (1.4), whether a round op's batch takes
-its lanes layout and its lanes per request (6.2's depend on S and the draft steps), the power
+its lanes layout and its lanes per request (6.2's depend on S and the draft steps), how a
+round op computes its draft steps (none with num_steps = 0, else in closed form but where
+max_model_len is at most num_steps: warm-up covers the configuration's K - 1), the power
 of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count and whether the
 previous batch fits in as many rows. The first launch of a variant compiles it (or loads it from
 Triton's disk cache), which takes from milliseconds to a second, so a serving engine warms up

@@ -267,6 +267,7 @@ def assert_layouts_equal_cpu(op, args, lanes_possible=True):
 
 
 ROUND_OPS = ["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]
+PARALLEL = "prepare_parallel_round"
 
 
 @pytest.mark.parametrize("seed", [2, 4, 6])
@@ -443,6 +444,19 @@ def test_eagle_round_step_edges(seed, max_model_len):
     args[21] = max_model_len
     assert num_reqs == 9 and args[22] >= 0
     assert_layouts_equal_cpu(EAGLE, args, lanes_possible=lanes_possible(EAGLE, args))
+
+
+@pytest.mark.parametrize("max_model_len", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(3))
+def test_draft_model_round_steps_past_max_model_len(seed, max_model_len):
+    """6.2 for the draft model with max_model_len at most its step count, where positions wrap
+    more than once and no closed form holds: every layout choice takes the per-request kernel
+    with the steps applied one after the other, equal to the CPU kernel."""
+    args = next(args for args in (list(sample(PARALLEL, 100 * seed + n, 9)) for n in range(400))
+                if args[29] >= max_model_len)
+    args[28] = max_model_len
+    assert rounds.step_form(max_model_len, args[29]) == rounds.ITERATED_STEPS.value
+    assert_layouts_equal_cpu(PARALLEL, args, lanes_possible=False)
 
 
 @pytest.mark.parametrize("op", ROUND_OPS)
