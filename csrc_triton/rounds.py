@@ -488,6 +488,24 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
 
 
 @triton.jit
+def _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                      out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
+                      out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
+                      req, lane, is_request, position, seq_len, max_model_len, num_steps,
+                      BLOCK_SIZE: tl.constexpr):
+    """A lanes-layout step program's stores: lane c of request req (where ``is_request``)
+    writes 5.2's step c from (position, seq_len), in closed form (_lane_steps)."""
+    live = is_request & (lane < num_steps)
+    step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
+                                                    lane.to(tl.int64))
+    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                       step_position, live & ~over, BLOCK_SIZE)
+    _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
+                 out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
+                 lane.to(tl.int64), live, step_position, step_seq_len, tl.where(over, -1, slot))
+
+
+@triton.jit
 def _eagle_first_pass(target_token_ids_ptr, target_positions_ptr, target_slot_mapping_ptr,
                       out_input_ids_ptr, out_positions_ptr, out_slot_mapping_ptr, i, owned,
                       last, next_token, num_tokens):
@@ -720,15 +738,12 @@ def _prepare_eagle_round_lanes_kernel(
             position = tl.load(target_positions_ptr + last,
                                mask=is_request & (last >= 0) & (last < num_tokens),
                                other=0).to(tl.int64)
-            live = is_request & (lane < num_steps)
-            step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
-                                                            lane.to(tl.int64))
-            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                               step_position, live & ~over, BLOCK_SIZE)
-            _store_steps(out_step_positions_ptr, step_positions_stride,
-                         out_step_slot_mapping_ptr, step_slot_mapping_stride,
-                         out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
-                         live, step_position, step_seq_len, tl.where(over, -1, slot))
+            _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                              out_step_positions_ptr, step_positions_stride,
+                              out_step_slot_mapping_ptr, step_slot_mapping_stride,
+                              out_step_seq_lens_ptr, step_seq_lens_stride, req, lane,
+                              is_request, position, seq_len, max_model_len, num_steps,
+                              BLOCK_SIZE)
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift,
@@ -988,16 +1003,14 @@ def _prepare_parallel_round_lanes_kernel(
             _next_token, _count, last, rejected = _lane_request_combine(loads, query_next, lane,
                                                                         vocab_size)
             # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-            live = is_request & (lane < num_steps)
-            step_position, step_seq_len, over = _lane_steps(
-                _as_stored(first_position + last - query_start + 1, out_positions_ptr),
-                seq_len - rejected, max_model_len, lane.to(tl.int64))
-            slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                               step_position, live & ~over, BLOCK_SIZE)
-            _store_steps(out_step_positions_ptr, step_positions_stride,
-                         out_step_slot_mapping_ptr, step_slot_mapping_stride,
-                         out_step_seq_lens_ptr, step_seq_lens_stride, req, lane.to(tl.int64),
-                         live, step_position, step_seq_len, tl.where(over, -1, slot))
+            _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
+                              out_step_positions_ptr, step_positions_stride,
+                              out_step_slot_mapping_ptr, step_slot_mapping_stride,
+                              out_step_seq_lens_ptr, step_seq_lens_stride, req, lane,
+                              is_request,
+                              _as_stored(first_position + last - query_start + 1,
+                                         out_positions_ptr),
+                              seq_len - rejected, max_model_len, num_steps, BLOCK_SIZE)
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift,
