@@ -21,14 +21,15 @@ are constants, dealt out chunk by chunk over all programs, each entry stored by 
 
 Each op has a second layout, the lanes layout, for decode-sized batches (at most LANES
 first-pass items per request on average, from shapes; 6.2 and 6.3 also need LANES_MIN_REQS
-requests or LANES_MIN_COLS sampled columns) and for batches of several requests above that
-whose PER_REQUEST_BLOCK chunks are no more than their groups' remainder programs (6.2 with
-LANES_MIN_REQS requests or LANES_MIN_COLS columns; lanes_split): one warp holds 32 / LANES
-requests, LANES lanes each, and every lane of a request computes the request's state. Lane c
-reads sampled column c and writes first-pass item c. A round with draft steps has as many
-step programs again, each over the same requests as one tile program, lane c writing step c
-(_programs_before_remainder). Items past a request's lanes (a chunked prefill among decodes)
-are written by remainder programs launched after those (_remainder_requests).
+requests or LANES_MIN_COLS sampled columns, 6.2 with draft steps neither: lanes_pay) and for
+batches of several requests above that whose PER_REQUEST_BLOCK chunks are no more than
+their groups' remainder programs (6.2 with LANES_MIN_REQS requests or LANES_MIN_COLS columns;
+lanes_split): one warp holds 32 / LANES requests, LANES lanes each, and every lane of a
+request computes the request's state. Lane c reads sampled column c and writes first-pass
+item c. A round with draft steps has as many step programs again, each over the same requests
+as one tile program, lane c writing step c (_programs_before_remainder). Items past a
+request's lanes (a chunked prefill among decodes) are written by remainder programs launched
+after those (_remainder_requests).
 """
 
 import triton
@@ -177,19 +178,25 @@ def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value):
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
-# (K >= 7): below both, their per-request layout was faster. H200, CUDA graph, µs per call at
+# (K >= 7), and 6.2 with draft steps at any size: below both, their per-request layout was
+# faster, but for the draft steps. H200, CUDA graph, µs per call at
 # R = 1 / 64 / 256 / 1024 (scripts/sweep_round_layouts.py, benchmarks/results/round_lanes.txt):
 # 6.2 for P-EAGLE at K = 3 1.43 / 1.62 / 2.00 / 2.47 per request against 1.71 / 1.78 / 1.77 /
 # 1.91 in lanes, at K = 7 1.73 / 1.93 / 2.28 / 2.91 against 1.67 / 1.74 / 1.76 / 1.99; 6.3 at
 # K = 1 1.20 / 1.27 / 1.43 / 1.82 against 1.32 / 1.34 / 1.37 / 1.42. 6.1 takes it at any size
-# (1.20-1.34 us against 1.36-2.08 at R <= 256).
+# (1.20-1.34 us against 1.36-2.08 at R <= 256). With the draft steps in programs of their own
+# (_programs_before_remainder), the draft model with K = 3 took 1.23 / 1.27 us at R = 1 / 64 in
+# lanes against 1.38 / 1.52 per request, while rounds without steps kept their choice (P-EAGLE
+# with K = 3 1.32 / 1.35 against 1.13 / 1.19, DFlash with K = 1 at R = 1 1.27 against 1.20;
+# round_lanes.txt, section 16).
 LANES_MIN_REQS = 256
 LANES_MIN_COLS = 8
 
 
-def lanes_pay(num_reqs, num_cols):
-    """Whether 6.2 and 6.3 take the lanes layout for a decode-sized batch (LANES_MIN_REQS)."""
-    return num_reqs >= LANES_MIN_REQS or num_cols >= LANES_MIN_COLS
+def lanes_pay(num_reqs, num_cols, num_steps=0):
+    """Whether 6.2 and 6.3 take the lanes layout for a decode-sized batch: LANES_MIN_REQS
+    requests, LANES_MIN_COLS sampled columns, or (6.2) any draft steps."""
+    return num_reqs >= LANES_MIN_REQS or num_cols >= LANES_MIN_COLS or num_steps > 0
 
 
 def closed_form_steps(max_model_len, num_steps):
@@ -1289,8 +1296,10 @@ def launch_prepare_parallel_round(
             out_step_positions.stride()[0], out_step_slot_mapping.stride()[0],
             out_step_seq_lens.stride()[0], num_cols, shift_input_ids, block_size, form)
     lanes = parallel_lanes(num_cols, num_padding_slots_per_request, shift_input_ids, num_steps)
-    pays = lanes_pay(num_reqs, num_cols)
-    split = lanes_split(num_first_pass, num_reqs, lanes, pays, pays)
+    # Above decode size the draft steps do not change the choice: their gain was measured on
+    # decode batches.
+    split = lanes_split(num_first_pass, num_reqs, lanes,
+                        lanes_pay(num_reqs, num_cols, num_steps), lanes_pay(num_reqs, num_cols))
     if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
                              form)

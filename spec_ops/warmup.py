@@ -236,7 +236,8 @@ def _computed_tokens(x, max_num_reqs):
 
 def _round_batches(width, lanes, max_num_reqs):
     """(requests, tokens each) of the round ops' warm-up batches at one width: a decode (6.1's
-    lanes layout; 6.2's and 6.3's per-request layout below LANES_MIN_REQS requests), a single
+    lanes layout, and 6.2's with draft steps; otherwise 6.2's and 6.3's per-request layout
+    below LANES_MIN_REQS requests), a single
     request longer than a per-request chunk (one program per request and chunk), two requests
     a little longer than their lanes where the engine schedules two or more (the lanes layout
     with its remainder programs: 6.1, 6.3, and 6.2 with LANES_MIN_COLS sampled columns;

@@ -21,6 +21,7 @@ from round_sequences import engine_batch
 from samples import clone_args, parallel_round_past_int32, sample, written_arg_indices
 from spec_ops._triton import dflash, expand, rounds
 from spec_ops._triton._launch import ROW_COLS, Launcher, cdiv, next_power_of_2
+from spec_ops.validation import parallel_round_sizes
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 POISON, PAD = -7777, 32
@@ -403,6 +404,33 @@ def test_lanes_split_follows_the_batch_shape():
     assert rounds.lanes_split(4 * 64 + 2048, 64, 4, True, long_pays=False) is None
     assert rounds.lanes_split(64 * 1024 + 1, 1024, 4) is None
     assert rounds.lanes_split(4, 1, None) is None
+
+
+def test_parallel_round_with_draft_steps_takes_the_lanes_layout_below_256_requests():
+    """6.2 below LANES_MIN_REQS requests with fewer than LANES_MIN_COLS sampled columns: a
+    decode-sized batch with draft steps (the draft model) takes the lanes layout, the same
+    batch without steps (P-EAGLE, PARD) and a batch above decode size with steps one program
+    per request and chunk; each writes what the CPU kernel writes."""
+    op = "prepare_parallel_round"
+    assert rounds.lanes_pay(64, 4, 2) and not rounds.lanes_pay(64, 4, 0)
+    seen = set()
+    for seed in range(300):
+        args = engine_batch(sample(op, seed, 12))
+        _, num_first_pass = parallel_round_sizes(args[5], 12, args[25], args[26])
+        num_cols = args[0].shape[1]
+        if not lanes_possible(op, args) or num_cols >= rounds.LANES_MIN_COLS:
+            continue
+        decode = rounds.decode_sized(num_first_pass, 12, op_lanes(op, args))
+        case = (decode, num_steps_of(op, args) > 0)
+        if case in seen or case == (False, False):
+            continue
+        seen.add(case)
+        got, kernels = run_recording(op, args)
+        lanes = "_prepare_parallel_round_lanes_kernel"
+        assert kernels == [lanes if case == (True, True) else
+                           "_prepare_parallel_round_kernel"], (seed, case)
+        assert_outputs_equal(got, run(op, args, "cpu"))
+    assert seen == {(True, True), (True, False), (False, True)}
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a compiled kernel keeps the chunk width it compiled with")

@@ -106,11 +106,13 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     rows_kernels = {f"_{name}_rows_kernel" for name in (
         "compute_new_slot_mapping", "copy_and_expand_eagle_inputs",
         "copy_and_expand_dflash_inputs")}
-    # The lanes layouts of 6.1 and 6.3 (a request a little longer than its lanes); 6.2's only
-    # from LANES_MIN_REQS requests (with K + 1 < LANES_MIN_COLS), which max_num_reqs = 20 never
+    # The lanes layouts of 6.1 and 6.3 (a request a little longer than its lanes) and 6.2's for
+    # the draft model (a decode with draft steps); P-EAGLE's and PARD's only from
+    # LANES_MIN_REQS requests (with K + 1 < LANES_MIN_COLS), which max_num_reqs = 20 never
     # reaches (the next test).
     lanes_kernel = "_prepare_eagle_round_lanes_kernel"
-    lanes_kernels = {lanes_kernel, "_prepare_dflash_round_lanes_kernel"}
+    lanes_kernels = {lanes_kernel, "_prepare_dflash_round_lanes_kernel",
+                     "_prepare_parallel_round_lanes_kernel"}
     assert len(kernels) == len(KERNELS) + len(rows_kernels) + len(lanes_kernels)
     assert rows_kernels | lanes_kernels <= kernels
     for name in rows_kernels:
@@ -123,6 +125,10 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
         (width, round_lanes(width, k - 1)) for width in (1, k + 1)}
     assert {(c[0], c[-1]) for n, c in launched if n == "_prepare_dflash_round_lanes_kernel"} == {
         (width, round_lanes(width, k + 1)) for width in (1, k + 1)}
+    # (NUM_COLS, SHIFT, LANES) of 6.2's: the draft model's (no shift, S = 1, K - 1 steps).
+    assert {(c[0], c[1], c[-1]) for n, c in launched
+            if n == "_prepare_parallel_round_lanes_kernel"} == {
+        (width, False, parallel_lanes(width, 1, False, k - 1)) for width in (1, k + 1)}
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
