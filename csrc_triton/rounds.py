@@ -704,6 +704,7 @@ def _prepare_eagle_round_lanes_kernel(
     pdl_prologue(PDL)
     tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     tiles = _tile_programs(num_reqs, REQS)
+    before_remainder = _programs_before_remainder(num_reqs, REQS, STEP_FORM)
     if tl.program_id(0) < tiles:
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
@@ -727,7 +728,7 @@ def _prepare_eagle_round_lanes_kernel(
         tl.store(next_token_ptr + req, next_token, mask=head)
         tl.store(valid_count_ptr + req, count, mask=head)
         tl.store(token_indices_ptr + req, last, mask=head)
-    elif tl.program_id(0) < _programs_before_remainder(num_reqs, REQS, STEP_FORM):
+    elif tl.program_id(0) < before_remainder:
         if STEP_FORM != NO_STEPS:
             lane = tl.arange(0, LANES)[None, :]
             row = tl.arange(0, REQS)[:, None]
@@ -754,7 +755,7 @@ def _prepare_eagle_round_lanes_kernel(
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift,
-            _programs_before_remainder(num_reqs, REQS, STEP_FORM), LANES, REMAINDER_CHUNK)
+            before_remainder, LANES, REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
             request = row_value(requests, mine)
@@ -924,6 +925,7 @@ def _prepare_parallel_round_lanes_kernel(
     tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     tiles = _tile_programs(num_reqs, REQS)
+    before_remainder = _programs_before_remainder(num_reqs, REQS, STEP_FORM)
     if tl.program_id(0) < tiles:
         # Loads in three groups, the three round trips: the per-request values, then those at
         # query_start_loc[r] (the first position, the input ids), then the block table (the
@@ -988,7 +990,7 @@ def _prepare_parallel_round_lanes_kernel(
         tl.store(out_seq_lens_ptr + req, seq_len, mask=head)
         tl.store(out_query_start_loc_ptr + num_reqs + tl.zeros_like(req),
                  batch_end + num_reqs * num_new, mask=is_first)
-    elif tl.program_id(0) < _programs_before_remainder(num_reqs, REQS, STEP_FORM):
+    elif tl.program_id(0) < before_remainder:
         if STEP_FORM != NO_STEPS:
             lane = tl.arange(0, LANES)[None, :]
             row = tl.arange(0, REQS)[:, None]
@@ -1021,7 +1023,7 @@ def _prepare_parallel_round_lanes_kernel(
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift,
-            _programs_before_remainder(num_reqs, REQS, STEP_FORM), LANES,
+            before_remainder, LANES,
             PARALLEL_REMAINDER_CHUNK)
         while tl.max(pending.to(tl.int32)) > 0:
             mine, pending = _take_first(pending)
