@@ -16,6 +16,10 @@ K = 1, 3 and 7. Variants:
   ..., sizes changing   the functions with batches of R + 3, R + 4, ... requests in turn,
             one size more than an op remembers launches of (KnownCalls), as if the size
             changed on every call: no launch plan forms
+  round, seq_lens off   the round op with every request's seq_len one block past what its
+            positions say (GPU µs only): the kernels read the block table at the positions a
+            serving engine's batch has alongside the positions themselves, and once more where
+            those are in another block, which here is every time
 
 For each: host µs per eager round (back-to-back calls, synchronized at both ends, median of
 repeats), GPU µs per round inside a CUDA graph, and launches per round (CUDA kernels, memcpys
@@ -69,6 +73,8 @@ NUM_REQS, NUM_DRAFTS = ((1, 5), (1, 3)) if SMOKE else ((1, 64, 1024), (1, 3, 7))
 HOST_LIMIT, GRAPH_LIMIT, FLOOR_LIMIT = 0.15, 0.3, 2.0
 # The functions' host-time variants with other batch sizes (bench_case).
 TWO_SIZES, SIZES_CHANGING = "two sizes", "sizes changing"
+# The round op's GPU variant whose seq_lens are one block off the target positions (bench_case).
+OFF = "round, seq_lens off"
 
 I32, I64 = torch.int32, torch.int64
 
@@ -229,6 +235,15 @@ def bench_case(method, op, inputs, num_reqs, k):
     for name, call in calls.items():
         if "error" not in times[name]:
             times[name]["launches"] = None if SMOKE else cuda_launches_per_call(call)
+    if not SMOKE:
+        # The round kernels read the block table at the positions a serving engine's batch has
+        # (each request's up to seq_lens[r] - 1) alongside the positions, and once more where
+        # a position is in another block: every request's seq_len one block off is that
+        # mechanism's worst case.
+        off = dict(initial, seq_lens=initial["seq_lens"] + BLOCK_SIZE)
+        mismatches[OFF] = _check(op, fns["round"], off, _outputs(op, fns["sequence"], off))
+        times[OFF] = measure({OFF: functools.partial(fns["round"], *_op_args(op, _fresh(off)))},
+                             graph=True)[OFF]
     # Batches of R + 1 and R + 2 requests in turn, each size's launch plan replaying; and of
     # R + 3 ... more sizes in turn than the entry remembers (KnownCalls), so that no plan forms
     # (the path of a caller whose size changes on every call; the other variants' plans match
@@ -294,6 +309,12 @@ def evaluate_targets(cases, floor):
                             "method": case["method"], "num_reqs": case["num_reqs"],
                             "k": case["k"], "ratio": ratio, "limit": FLOOR_LIMIT, "info": True,
                             "passed": None if ratio is None else ratio <= FLOOR_LIMIT})
+        if OFF in case["times"]:     # information: the guessed block-table reads all missed
+            ratio = _ratio(case["times"][OFF].get("graph_us"), floor and floor["graph_us"])
+            targets.append({"target": f"GPU <= {FLOOR_LIMIT:g}x empty kernel, seq_lens off",
+                            "method": case["method"], "num_reqs": case["num_reqs"],
+                            "k": case["k"], "ratio": ratio, "limit": FLOOR_LIMIT, "info": True,
+                            "passed": None if ratio is None else ratio <= FLOOR_LIMIT})
         add("1 launch", round_.get("launches"), 1)
     return targets
 
@@ -309,12 +330,13 @@ def _launches(value):
 def print_table(cases, floor):
     """The short table: per case, both variants' host / GPU µs and launches, and the ratios."""
     print(f"\nper round: host µs (eager, back to back) / GPU µs (CUDA graph) / launches; "
-          f"block {BLOCK_SIZE}, max_model_len {MAX_MODEL_LEN}")
+          f"block {BLOCK_SIZE}, max_model_len {MAX_MODEL_LEN}; off GPU: the round op's GPU µs "
+          f"with every seq_len one block off its request's positions")
     if floor:
         print(floor_line(floor))
     header = (f"{'method':<12}{'R':>5}{'K':>3}{'round':>22}{'sequence':>22}"
               f"{'host x':>8}{'GPU x':>8}{'fn host':>9}{'seq fn':>8}{'fn x':>7}"
-              f"{'two x':>7}{'chg fn':>8}{'chg seq':>8}{'chg x':>7}")
+              f"{'two x':>7}{'chg fn':>8}{'chg seq':>8}{'chg x':>7}{'off GPU':>8}")
     print(header)
     print("-" * len(header))
     for case in cases:
@@ -337,7 +359,8 @@ def print_table(cases, floor):
               + f"{_number(function):>9}{_number(sequence_fn):>8}"
               + _ratio_cell(function, sequence_fn) + _ratio_cell(two, sequence_two)
               + f"{_number(changing):>8}{_number(sequence_changing):>8}"
-              + _ratio_cell(changing, sequence_changing))
+              + _ratio_cell(changing, sequence_changing)
+              + f"{_number(case['times'].get(OFF, {}).get('graph_us')):>8}")
 
 
 def _ratio_cell(numerator, denominator):

@@ -25,9 +25,36 @@ def block_of(block_table_ptr, block_table_row_stride, num_block_cols, rows, posi
     ``mask``). A kernel that needs several lookups issues them all before using any: ptxas
     keeps a load whose result is used before the next load is issued as a round trip of its
     own."""
-    block_index = tl.minimum(tl.maximum(position // BLOCK_SIZE, 0), num_block_cols - 1)
+    block_index = _block_index(position, num_block_cols, BLOCK_SIZE)
     return tl.load(block_table_ptr + rows * block_table_row_stride + block_index,
                    mask=mask, other=0).to(tl.int64)
+
+
+@triton.jit
+def _block_index(position, num_block_cols, BLOCK_SIZE: tl.constexpr):
+    """The block-table column of ``position``, clamped into [0, n_cols)."""
+    return tl.minimum(tl.maximum(position // BLOCK_SIZE, 0), num_block_cols - 1)
+
+
+@triton.jit
+def checked_block(block_table_ptr, block_table_row_stride, num_block_cols, rows, position,
+                  guess, guessed, mask, BLOCK_SIZE: tl.constexpr):
+    """block_of(``position``) where ``mask``, given ``guessed``: block_of(``guess``) read
+    under a mask that covers ``mask`` before ``position`` was known. Where the two positions
+    fall in the same block-table column the guessed entry is the one, else it is read again:
+    a further round trip for the programs that hold such an entry, and for them alone.
+
+    The round ops read a position from the target batch and then the block table at it, two
+    dependent round trips. A serving engine's batch runs each request's positions up to
+    seq_lens[r] - 1, so the position follows from values the first round trip brings, and
+    its block-table read can go out with the position's own."""
+    missed = mask & (_block_index(position, num_block_cols, BLOCK_SIZE)
+                     != _block_index(guess, num_block_cols, BLOCK_SIZE))
+    if tl.max(missed.to(tl.int32)) > 0:
+        guessed = tl.where(missed, block_of(block_table_ptr, block_table_row_stride,
+                                            num_block_cols, rows, position, missed, BLOCK_SIZE),
+                           guessed)
+    return guessed
 
 
 @triton.jit

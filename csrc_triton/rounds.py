@@ -35,7 +35,15 @@ after those (_remainder_requests).
 import triton
 import triton.language as tl
 
-from ._indexing import block_of, request_chunks, row_value, slot_lookup, slot_of, wide_chunks
+from ._indexing import (
+    block_of,
+    checked_block,
+    request_chunks,
+    row_value,
+    slot_lookup,
+    slot_of,
+    wide_chunks,
+)
 from ._launch import (
     PER_REQUEST_BLOCK,
     PER_REQUEST_WARPS,
@@ -498,18 +506,32 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
 def _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
                       out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                       out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
-                      req, lane, is_request, position, seq_len, max_model_len, num_steps,
-                      BLOCK_SIZE: tl.constexpr):
+                      req, lane, is_request, position, guess, seq_len, max_model_len,
+                      num_steps, BLOCK_SIZE: tl.constexpr):
     """A lanes-layout step program's stores: lane c of request req (where ``is_request``)
-    writes 5.2's step c from (position, seq_len), in closed form (_lane_steps)."""
+    writes 5.2's step c from (position, seq_len), in closed form (_lane_steps). ``guess``,
+    the start position from the first round trip's values, is what the block-table reads go
+    out at, with the position's own load (checked_block); None: they go out at the position
+    once it is back. (6.2's draft model was 0.06-0.19 us slower per call with a guess, in its
+    steps and its first pass, on the H200: benchmarks/results/round_lanes.txt, section 20.)"""
     live = is_request & (lane < num_steps)
-    step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len,
-                                                    lane.to(tl.int64))
-    slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                       step_position, live & ~over, BLOCK_SIZE)
+    step = lane.to(tl.int64)
+    if guess is None:
+        step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len, step)
+        block = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                         step_position, live & ~over, BLOCK_SIZE)
+    else:
+        guess_position, _, _ = _lane_steps(guess, seq_len, max_model_len, step)
+        guessed = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                           guess_position, live, BLOCK_SIZE)
+        tl.debug_barrier()
+        step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len, step)
+        block = checked_block(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                              step_position, guess_position, guessed, live & ~over, BLOCK_SIZE)
+    slot = slot_of(block, step_position, BLOCK_SIZE)
     _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                  out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
-                 lane.to(tl.int64), live, step_position, step_seq_len, tl.where(over, -1, slot))
+                 step, live, step_position, step_seq_len, tl.where(over, -1, slot))
 
 
 @triton.jit
@@ -554,6 +576,13 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
     store_expanded_indices(out_new_token_indices_ptr, out_hidden_state_mapping_ptr, j, out,
                            owned, req, query_start, query_next, num_valid, num_padding_slots,
                            num_tokens, SHIFT)
+
+
+@triton.jit
+def _guessed_first_position(target_seq_len, query_start, query_next):
+    """target_positions[qsl[r]] as a serving engine's batch has it, from the first round trip's
+    values (checked_block): its positions run up to seq_lens[r] - 1."""
+    return target_seq_len - (query_next - query_start)
 
 
 @triton.jit
@@ -742,7 +771,7 @@ def _prepare_eagle_round_lanes_kernel(
             seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
                        - rejected)
             # As in the per-request kernel: a discarded row with drafts may point in front of
-            # the batch, read as position 0.
+            # the batch, read as position 0. In an engine's batch it is seq_len - 1.
             position = tl.load(target_positions_ptr + last,
                                mask=is_request & (last >= 0) & (last < num_tokens),
                                other=0).to(tl.int64)
@@ -750,8 +779,8 @@ def _prepare_eagle_round_lanes_kernel(
                               out_step_positions_ptr, step_positions_stride,
                               out_step_slot_mapping_ptr, step_slot_mapping_stride,
                               out_step_seq_lens_ptr, step_seq_lens_stride, req, lane,
-                              is_request, position, seq_len, max_model_len, num_steps,
-                              BLOCK_SIZE)
+                              is_request, position, seq_len - 1, seq_len, max_model_len,
+                              num_steps, BLOCK_SIZE)
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_tokens, 0, remainder_shift,
@@ -1019,7 +1048,7 @@ def _prepare_parallel_round_lanes_kernel(
                               is_request,
                               _as_stored(first_position + last - query_start + 1,
                                          out_positions_ptr),
-                              seq_len - rejected, max_model_len, num_steps, BLOCK_SIZE)
+                              None, seq_len - rejected, max_model_len, num_steps, BLOCK_SIZE)
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(
             query_start_loc_ptr, num_reqs, num_first_pass, num_new, remainder_shift,
@@ -1191,17 +1220,31 @@ def _prepare_dflash_round_lanes_kernel(
         stop = tl.where(is_request, tl.minimum(context_end - context_start,
                                                num_context - context_start), 0)
         owned = (lane >= first) & (lane < stop)
-        # 1.4's queries after the last valid position; outside the batch it reads as 0.
+        is_query = is_request & (lane < num_query)
+        # 1.4's queries after the last valid position; outside the batch it reads as 0. The
+        # block-table reads go out at the positions an engine's batch has (checked_block).
         last_position = tl.load(target_positions_ptr + last,
                                 mask=is_request & (last >= 0) & (last < num_context),
                                 other=0).to(tl.int64)
-        context_position, context_slot = context_slots(
-            target_positions_ptr, block_table_ptr, block_table_row_stride, num_block_cols, req,
-            context_start + lane, owned, BLOCK_SIZE)
-        is_query = is_request & (lane < num_query)
+        context_position = tl.load(target_positions_ptr + context_start + lane, mask=owned,
+                                   other=0).to(tl.int64)
+        guess_context = _guessed_first_position(seq_len + rejected, context_start,
+                                                context_end) + lane
+        guessed_context = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                                   guess_context, owned, BLOCK_SIZE)
+        guess_query = seq_len + lane
+        guessed_query = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                                 guess_query, is_query, BLOCK_SIZE)
+        tl.debug_barrier()
+        context_slot = slot_of(
+            checked_block(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                          context_position, guess_context, guessed_context, owned, BLOCK_SIZE),
+            context_position, BLOCK_SIZE)
         query_position = last_position + 1 + lane
-        query_slot = slot_lookup(block_table_ptr, block_table_row_stride, num_block_cols, req,
-                                 query_position, is_query, BLOCK_SIZE)
+        query_slot = slot_of(
+            checked_block(block_table_ptr, block_table_row_stride, num_block_cols, req,
+                          query_position, guess_query, guessed_query, is_query, BLOCK_SIZE),
+            query_position, BLOCK_SIZE)
 
         tl.store(out_context_positions_ptr + context_start + lane, context_position, mask=owned)
         tl.store(out_context_slot_ptr + context_start + lane, context_slot, mask=owned)

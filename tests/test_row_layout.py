@@ -347,6 +347,30 @@ def test_round_layouts_equal_cpu_with_requests_without_tokens(op, seed):
     assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
 
 
+# Arguments of each round op: (seq_lens, block_size).
+SEQ_LENS_AND_BLOCK_SIZE = {"prepare_eagle_round": (9, 20), "prepare_parallel_round": (8, 27),
+                           "prepare_dflash_round": (7, 20)}
+
+
+@pytest.mark.parametrize("op", ROUND_OPS)
+@pytest.mark.parametrize("seed", range(8))
+def test_round_layouts_equal_cpu_where_positions_do_not_follow_seq_lens(op, seed):
+    """The lanes kernels of 6.1 and 6.3 read the block table at the positions a serving
+    engine's batch has (each request's up to seq_lens[r] - 1) together with the positions, and
+    again where a position falls in another block (csrc_triton/_indexing.checked_block). Here
+    seq_lens are off by a block or more for some requests, off by one or not at all for
+    others, several of each in one program: every layout writes what the CPU kernel writes."""
+    rng = random.Random(seed)
+    args = list(engine_batch(sample(op, seed, rng.choice([5, 8, 9, 33]))))
+    seq_lens_arg, block_size_arg = SEQ_LENS_AND_BLOCK_SIZE[op]
+    seq_lens, block_size = args[seq_lens_arg], args[block_size_arg]
+    offsets = [rng.choice([0, 0, 1, -1, block_size, -block_size, 3 * block_size, 97])
+               for _ in range(seq_lens.shape[0])]
+    args[seq_lens_arg] = seq_lens + torch.tensor(offsets, dtype=seq_lens.dtype)
+    assert any(abs(offset) >= block_size for offset in offsets)
+    assert_layouts_equal_cpu(op, tuple(args), lanes_possible=lanes_possible(op, args))
+
+
 @pytest.mark.parametrize("op", ROUND_OPS)
 def test_round_remainders_dealt_over_strided_groups(op):
     """150 requests, three strided groups of remainder programs: a dozen 300-900-token chunked
