@@ -6,10 +6,12 @@ Every program that needs a request's 1.1 and 1.2 state recomputes it in register
 over the request's W sampled columns), then issues every load its first chunk of tokens needs
 before its first store, so its chain of dependent global reads is at most three round trips:
 the inputs, the positions its slots start from, the block table (all draft steps' rows at
-once, as lanes of one vector); 6.1's lanes tile, which copies its slots, two. Further chunks of
-a long request load after that. (How ptxas schedules the loads can add round trips:
-scripts/load_trips.py counts them; 6.2's lanes kernel holds its loads in groups with
-barriers.)
+once, as lanes of one vector); 6.1's lanes tile, which copies its slots, two. 6.1's lanes
+draft-step programs and 6.3's lanes tile take two as well where the positions are those of a
+serving engine's batch: they read the block table at those with the positions' own loads
+(_indexing.checked_block). Further chunks of a long request load after that. (How ptxas
+schedules the loads can add round trips: scripts/load_trips.py counts them; the lanes kernels
+hold their loads in groups with barriers.)
 
 Program (r, c) of a request's C programs writes chunk c of its first-pass tokens, BLOCK
 of them, and past the first C * BLOCK its chunks c, c + C, ... of WIDE_CHUNK (a long request
