@@ -10,8 +10,8 @@ once, as lanes of one vector); 6.1's lanes tile, which copies its slots, two. 6.
 draft-step programs and 6.3's lanes tile take two as well where the positions are those of a
 serving engine's batch: they read the block table at those with the positions' own loads
 (_indexing.checked_block). Further chunks of a long request load after that. (How ptxas
-schedules the loads can add round trips: scripts/load_trips.py counts them; the lanes kernels
-hold their loads in groups with barriers.)
+schedules the loads can add round trips: scripts/load_trips.py counts them; 6.2's lanes tile,
+6.1's lanes draft steps and 6.3's lanes tile hold their loads in groups with barriers.)
 
 Program (r, c) of a request's C programs writes chunk c of its first-pass tokens, BLOCK
 of them, and past the first C * BLOCK its chunks c, c + C, ... of WIDE_CHUNK (a long request
@@ -526,6 +526,8 @@ def _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
         guess_position, _, _ = _lane_steps(guess, seq_len, max_model_len, step)
         guessed = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                            guess_position, live, BLOCK_SIZE)
+        # Holds the guessed reads with the position's load, ahead of its first use (ptxas
+        # issues a load just before its first use: after the position is back, a third trip).
         tl.debug_barrier()
         step_position, step_seq_len, over = _lane_steps(position, seq_len, max_model_len, step)
         block = checked_block(block_table_ptr, block_table_row_stride, num_block_cols, req,
@@ -773,7 +775,7 @@ def _prepare_eagle_round_lanes_kernel(
             seq_len = (tl.load(seq_lens_ptr + req, mask=is_request, other=0).to(tl.int64)
                        - rejected)
             # As in the per-request kernel: a discarded row with drafts may point in front of
-            # the batch, read as position 0. In an engine's batch it is seq_len - 1.
+            # the batch, read as position 0. In an engine's batch the position is seq_len - 1.
             position = tl.load(target_positions_ptr + last,
                                mask=is_request & (last >= 0) & (last < num_tokens),
                                other=0).to(tl.int64)
@@ -1237,6 +1239,7 @@ def _prepare_dflash_round_lanes_kernel(
         guess_query = seq_len + lane
         guessed_query = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                                  guess_query, is_query, BLOCK_SIZE)
+        # Holds the guessed reads with the positions' loads, ahead of their first use.
         tl.debug_barrier()
         context_slot = slot_of(
             checked_block(block_table_ptr, block_table_row_stride, num_block_cols, req,

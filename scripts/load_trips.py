@@ -13,7 +13,9 @@ before it, so a loop's body shows up as further trips. Up to the first branch it
 hardware does. Printed per kernel variant: each load with its trip and source line (--all), or
 the trips before the first branch and the number of loads at each. --tile counts instead from
 the first branch to the first unconditional one: the round ops' lanes kernels branch first
-to send their remainder programs away, and the straight code that follows is the tile's.
+to send their remainder programs away, and the straight code that follows is the tile's (it
+also prints the trips before the tile's own first branch: 6.3's tile reads the block table
+again behind one only where a guessed position missed, _indexing.checked_block).
 """
 
 import argparse
@@ -126,7 +128,11 @@ def main():
             section, label = trips[:stop], "before the first branch"
         counted = [trip for _, _, trip, _ in section if trip]
         counts = {trip: counted.count(trip) for trip in sorted(set(counted))}
-        print(f"  {label}: {max(counted, default=0)} trips, loads per trip {counts}")
+        straight = next((i for i, (_, _, trip, _) in enumerate(section) if not trip),
+                        len(section))
+        before = max((trip for _, _, trip, _ in section[:straight] if trip), default=0)
+        print(f"  {label}: {max(counted, default=0)} trips, loads per trip {counts}; "
+              f"{before} before its first branch")
 
 
 if __name__ == "__main__":

@@ -38,9 +38,12 @@ def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
     """scripts/load_trips.py --tile on the round ops' lanes kernels, whose tile path is the
     first pass's (a round's draft steps run in programs of their own): 6.1 waits for the two
     round trips its data needs (the request's values; the target tokens, positions and slots
-    it copies), 6.3 for three (then the block table). 6.2 for three or four: ptxas issues one
-    of its loads after a use of an earlier group's on some variants. Without the barriers that
-    hold its load groups it had four to seven, six or seven with the production dtypes."""
+    it copies), 6.3 for two before its first branch (the block table read at the positions an
+    engine's batch has, with the positions), then one for each of its two reads again behind
+    a branch taken where a guess missed (_indexing.checked_block). 6.2 for three or four: ptxas
+    issues one of its loads after a use of an earlier group's on some variants. Without the
+    barriers that hold its load groups it had four to seven, six or seven with the production
+    dtypes."""
     env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     kernels = ["_prepare_eagle_round_lanes_kernel", "_prepare_parallel_round_lanes_kernel",
                "_prepare_dflash_round_lanes_kernel"]
@@ -48,11 +51,12 @@ def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
                              *kernels], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()
-    found = [(line.split()[0], int(summary.split()[2]))
+    found = [(line.split()[0], int(summary.split()[2]), int(summary.split(";")[1].split()[0]))
              for line, summary in zip(lines, lines[1:]) if summary.strip().startswith("tile path:")]
-    assert {name for name, _ in found} == set(kernels), result.stdout
-    for name, trips in found:
-        allowed = {"_prepare_eagle_round_lanes_kernel": (2,),
-                   "_prepare_parallel_round_lanes_kernel": (3, 4),
-                   "_prepare_dflash_round_lanes_kernel": (3,)}[name]
-        assert trips in allowed, result.stdout
+    assert {name for name, _, _ in found} == set(kernels), result.stdout
+    for name, trips, before_branch in found:
+        allowed, allowed_before_branch = {
+            "_prepare_eagle_round_lanes_kernel": ((2,), (2,)),
+            "_prepare_parallel_round_lanes_kernel": ((3, 4), (3, 4)),
+            "_prepare_dflash_round_lanes_kernel": ((4,), (2,))}[name]
+        assert trips in allowed and before_branch in allowed_before_branch, result.stdout
