@@ -50,7 +50,7 @@ def checked_block(block_table_ptr, block_table_row_stride, num_block_cols, rows,
     its block-table read can go out with the position's own. H200, CUDA graph, us per call
     (benchmarks/results/round_lanes.txt, section 20): chain EAGLE with K = 3 at R = 1 / 1024
     1.23 / 1.42 -> 1.17 / 1.35, DFlash with K = 7 1.27 / 1.48 -> 1.13 / 1.35; every request's
-    seq_len a block off (each program reading again) 0.07-0.12 slower than without at R >= 64.
+    seq_len a block off (each program reading again) up to 0.12 slower than without.
     The second read is a branch: predicated off, a load is still waited for (chain EAGLE 0.03
     slower than without the guess, DFlash no faster)."""
     missed = mask & (_block_index(position, num_block_cols, BLOCK_SIZE)

@@ -514,8 +514,9 @@ def _lane_draft_steps(block_table_ptr, block_table_row_stride, num_block_cols,
     writes 5.2's step c from (position, seq_len), in closed form (_lane_steps). ``guess``,
     the start position from the first round trip's values, is what the block-table reads go
     out at, with the position's own load (checked_block); None: they go out at the position
-    once it is back. (6.2's draft model was 0.06-0.19 us slower per call with a guess, in its
-    steps and its first pass, on the H200: benchmarks/results/round_lanes.txt, section 20.)"""
+    once it is back. (6.2's draft model was 0.06-0.19 us slower per call on the H200 with a
+    guess in its first pass and its steps, and no faster with one in its steps alone:
+    benchmarks/results/round_lanes.txt, section 20.)"""
     live = is_request & (lane < num_steps)
     step = lane.to(tl.int64)
     if guess is None:
