@@ -584,13 +584,6 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
 
 
 @triton.jit
-def _guessed_first_position(target_seq_len, query_start, query_next):
-    """target_positions[qsl[r]] as a serving engine's batch has it, from the first round trip's
-    values (checked_block): its positions run up to seq_lens[r] - 1."""
-    return target_seq_len - (query_next - query_start)
-
-
-@triton.jit
 def _as_stored(position, out_positions_ptr):
     """A first-pass position as out_positions holds it, which is what 6.2's sequence reads back
     (1.7's slots, the draft steps' start): in an int32 buffer its low 32 bits, else itself."""
@@ -1233,8 +1226,8 @@ def _prepare_dflash_round_lanes_kernel(
                                 other=0).to(tl.int64)
         context_position = tl.load(target_positions_ptr + context_start + lane, mask=owned,
                                    other=0).to(tl.int64)
-        guess_context = _guessed_first_position(seq_len + rejected, context_start,
-                                                context_end) + lane
+        # An engine's context runs up to seq_lens[r] - 1 = seq_len + rejected - 1.
+        guess_context = (seq_len + rejected) - (context_end - context_start) + lane
         guessed_context = block_of(block_table_ptr, block_table_row_stride, num_block_cols, req,
                                    guess_context, owned, BLOCK_SIZE)
         guess_query = seq_len + lane
