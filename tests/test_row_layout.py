@@ -18,7 +18,13 @@ import triton.language as tl
 
 from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
-from samples import clone_args, parallel_round_past_int32, sample, written_arg_indices
+from samples import (
+    clone_args,
+    op_overload,
+    parallel_round_past_int32,
+    sample,
+    written_arg_indices,
+)
 from spec_ops._triton import dflash, expand, rounds
 from spec_ops._triton._launch import ROW_COLS, Launcher, cdiv, next_power_of_2
 from spec_ops.validation import parallel_round_sizes
@@ -347,11 +353,6 @@ def test_round_layouts_equal_cpu_with_requests_without_tokens(op, seed):
     assert_layouts_equal_cpu(op, args, lanes_possible=lanes_possible(op, args))
 
 
-# Arguments of each round op: (seq_lens, block_size).
-SEQ_LENS_AND_BLOCK_SIZE = {"prepare_eagle_round": (9, 20), "prepare_parallel_round": (8, 27),
-                           "prepare_dflash_round": (7, 20)}
-
-
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("seed", range(8))
 def test_round_layouts_equal_cpu_where_positions_do_not_follow_seq_lens(op, seed):
@@ -366,8 +367,9 @@ def test_round_layouts_equal_cpu_where_positions_do_not_follow_seq_lens(op, seed
                                   for n in range(100))
                 if (op != EAGLE or num_steps_of(op, args) > 0)
                 and (op_lanes(op, args) or rounds.MAX_LANES) < rounds.MAX_LANES)
-    seq_lens_arg, block_size_arg = SEQ_LENS_AND_BLOCK_SIZE[op]
-    seq_lens, block_size = args[seq_lens_arg], args[block_size_arg]
+    names = [arg.name for arg in op_overload(op)._schema.arguments]
+    seq_lens_arg = names.index("seq_lens")
+    seq_lens, block_size = args[seq_lens_arg], args[names.index("block_size")]
     off = [block_size, -block_size, 1, 3 * block_size, -1, 97]
     offsets = [0 if r % 2 == 0 else off[(r // 2 + seed) % len(off)]
                for r in range(seq_lens.shape[0])]
