@@ -202,6 +202,21 @@ def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value):
 LANES_MIN_REQS = 256
 LANES_MIN_COLS = 8
 
+# Configuration constants. The lanes kernels of 6.1 and 6.2 take vocab_size, max_model_len,
+# num_steps and (6.2) num_padding_slots as constexprs: a serving engine passes the same values
+# every round (spec_ops.warmup compiles them from its configuration), and a kernel reads every
+# runtime parameter from the constant bank, where the first read of each part of it waits for
+# the part to arrive. Nsight Compute on 1024 requests: 2.7-3.0 of a warp's 9.2-9.8 cycles per
+# instruction stalled on those reads (benchmarks/results/round_lanes.txt, section 24). A
+# one-warp kernel of three dependent reads took 0.10-0.19 us longer with 18 runtime integers
+# read after them than with the same as constexprs (1.08 / 1.43 / 1.72 against 0.93 / 1.24 /
+# 1.62 us at 1 / 576 / 1088 programs). H200, CUDA graph, us per call at R = 1 / 64 / 1024
+# before -> after: chain EAGLE with K = 7 1.174 / 1.258 / 1.455 -> 1.124 / 1.207 / 1.408,
+# P-EAGLE with K = 3 at R = 1024 1.440 -> 1.407, the draft model with K = 3 1.228 / 1.267 /
+# 1.676 -> 1.202 / 1.227 / 1.657. Their strides and token ids stay runtime values: an
+# engine's buffers and ids are not warm-up's.
+CONFIG_CONSTEXPRS = ("vocab_size", "max_model_len", "num_steps", "num_padding_slots")
+
 
 def lanes_pay(num_reqs, num_cols, num_steps=0):
     """Whether 6.2 and 6.3 take the lanes layout for a decode-sized batch: LANES_MIN_REQS
@@ -717,8 +732,9 @@ def _prepare_eagle_round_lanes_kernel(
     out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
     num_reqs: tl.int64, num_tokens: tl.int64, num_input_tokens: tl.int64,
     input_batch_size: tl.int64, sampled_row_stride: tl.int64,
-    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
-    max_model_len: tl.int64, num_steps: tl.int64, step_positions_stride: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    vocab_size: tl.constexpr,  # CONFIG_CONSTEXPRS
+    max_model_len: tl.constexpr, num_steps: tl.constexpr, step_positions_stride: tl.int64,
     step_slot_mapping_stride: tl.int64, step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, STEP_FORM: tl.constexpr,
     REQS: tl.constexpr, LANES: tl.constexpr, remainder_shift: tl.int64, PDL: tl.constexpr,
@@ -934,9 +950,10 @@ def _prepare_parallel_round_lanes_kernel(
     out_step_seq_lens_ptr,       # [>= num_steps, >= R] out, row stride step_seq_lens_stride
     num_reqs: tl.int64, num_tokens: tl.int64, num_first_pass: tl.int64,
     num_input_tokens: tl.int64, input_batch_size: tl.int64, sampled_row_stride: tl.int64,
-    block_table_row_stride: tl.int64, num_block_cols: tl.int64, vocab_size: tl.int64,
+    block_table_row_stride: tl.int64, num_block_cols: tl.int64,
+    vocab_size: tl.constexpr,  # CONFIG_CONSTEXPRS
     padding_token_id: tl.int64, parallel_drafting_token_id: tl.int64,
-    num_padding_slots: tl.int64, max_model_len: tl.int64, num_steps: tl.int64,
+    num_padding_slots: tl.constexpr, max_model_len: tl.constexpr, num_steps: tl.constexpr,
     step_positions_stride: tl.int64, step_slot_mapping_stride: tl.int64,
     step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,

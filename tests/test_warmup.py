@@ -2,6 +2,7 @@
 kernel variants the configuration selects, and reports what it did; on a GPU, a serving loop
 after it compiles nothing."""
 
+import inspect
 import itertools
 import logging
 import sys
@@ -14,7 +15,12 @@ import spec_ops
 from backends import HAS_CUDA
 from spec_ops._library import KERNELS
 from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next_power_of_2
-from spec_ops._triton.rounds import LANES_MIN_REQS, parallel_lanes, round_lanes
+from spec_ops._triton.rounds import (
+    CONFIG_CONSTEXPRS,
+    LANES_MIN_REQS,
+    parallel_lanes,
+    round_lanes,
+)
 
 warmup_module = sys.modules["spec_ops.warmup"]
 CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
@@ -86,10 +92,21 @@ def warmup_on_the_triton_path(monkeypatch, **config):
     spec_ops.warmup("cuda" if HAS_CUDA else "cpu", **config)
 
 
+def named_constexprs(launcher, args):
+    """((name, value), ...) of a launch's constexprs, in the kernel's parameter order."""
+    parameters = list(inspect.signature(launcher.kernel.fn).parameters.values())[:-1]  # no PDL
+    return tuple((parameter.name, value) for parameter, value in zip(parameters, args)
+                 if "constexpr" in str(parameter.annotation))
+
+
 def launches_of_warmup(monkeypatch, **config):
-    """{(kernel name, constexprs)} of the launches warm-up makes on the Triton path."""
-    return recorded_launches(monkeypatch, lambda: warmup_on_the_triton_path(monkeypatch, **config),
-                             lambda launcher, args, num_warps: launcher.constexprs(args))
+    """{(kernel name, constexprs)} of the launches warm-up makes on the Triton path, the
+    configuration constants (rounds.CONFIG_CONSTEXPRS) left out."""
+    return recorded_launches(
+        monkeypatch, lambda: warmup_on_the_triton_path(monkeypatch, **config),
+        lambda launcher, args, num_warps: tuple(
+            value for name, value in named_constexprs(launcher, args)
+            if name not in CONFIG_CONSTEXPRS))
 
 
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
@@ -151,11 +168,27 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
     """With max_num_reqs at least LANES_MIN_REQS, the round ops' warm-up reaches 6.2's lanes
     layout too: (NUM_COLS, LANES) at both widths for all three, 6.2's for each method (P-EAGLE:
     shift, K - 1 entries added; PARD: K added; the draft model: 1 added and K - 1 draft
-    steps)."""
-    launched = launches_of_warmup(monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
-                                  ops=["prepare_eagle_round", "prepare_parallel_round",
-                                       "prepare_dflash_round"])
+    steps). The configuration constants those kernels take as constexprs
+    (rounds.CONFIG_CONSTEXPRS) are the configuration's: vocab_size, max_model_len, the
+    method's draft steps (chain EAGLE and the draft model K - 1, P-EAGLE and PARD none) and
+    6.2's S (K for P-EAGLE and PARD, 1 for the draft model)."""
+    named = recorded_launches(
+        monkeypatch, lambda: warmup_on_the_triton_path(
+            monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
+            ops=["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]),
+        lambda launcher, args, num_warps: named_constexprs(launcher, args))
+    launched = {(n, tuple(v for name, v in c if name not in CONFIG_CONSTEXPRS))
+                for n, c in named}
+    constants = {(n, tuple((name, v) for name, v in c if name in CONFIG_CONSTEXPRS))
+                 for n, c in named}
     k = CONFIG["num_speculative_tokens"]
+    vocab, length = ("vocab_size", CONFIG["vocab_size"]), ("max_model_len", CONFIG["max_model_len"])
+    assert constants == {
+        ("_prepare_eagle_round_lanes_kernel", (vocab, length, ("num_steps", k - 1))),
+        *{("_prepare_parallel_round_lanes_kernel",
+           (vocab, ("num_padding_slots", slots), length, ("num_steps", steps)))
+          for slots, steps in ((k, 0), (1, k - 1))},
+        *{(n, ()) for n, _ in named if "lanes" not in n or "dflash" in n}}
     lanes = {(n, c[0], c[-1]) for n, c in launched
              if n in ("_prepare_eagle_round_lanes_kernel", "_prepare_dflash_round_lanes_kernel")}
     assert lanes == {
