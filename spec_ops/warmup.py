@@ -7,9 +7,11 @@ whether 1.3's, 1.4's and 1.7's requests are short enough for the row layout (and
 width) or long enough for a query program of their own (1.4), whether a round op's batch takes
 its lanes layout and its lanes per request (6.2's depend on S and the draft steps), how a
 round op computes its draft steps (none with num_steps = 0, else in closed form but where
-max_model_len is at most num_steps: warm-up covers the configuration's K - 1), the power
-of two of K + 1 (1.4, 6.3) and, for 1.6, the power of two of the row count and whether the
-previous batch fits in as many rows. The first launch of a variant compiles it (or loads it from
+max_model_len is at most num_steps: warm-up covers the configuration's K - 1), in 6.1's and
+6.2's lanes layout the configuration's constants themselves (vocab_size, max_model_len, the
+draft steps and 6.2's S: rounds.CONFIG_CONSTEXPRS), the power of two of K + 1 (1.4, 6.3) and,
+for 1.6, the power of two of the row count and whether the previous batch fits in as many
+rows. The first launch of a variant compiles it (or loads it from
 Triton's disk cache), which takes from milliseconds to a second, so a serving engine warms up
 once at startup.
 
