@@ -9,6 +9,7 @@ scripts/grid_floor.py) with its 4 parameters and with 37 more it does not use. G
 in a CUDA graph (bench_ops.graph_us), three timings each.
 """
 
+import importlib
 import sys
 import tempfile
 from pathlib import Path
@@ -60,16 +61,20 @@ def trips_41(a_ptr, b_ptr, c_ptr, out_ptr, {unused_pointers}, {ints}, PDL: tl.co
 '''
 
 
+def kernels_from_source(source, module):
+    """The module named ``module`` made of ``source`` (Triton reads a kernel's source from
+    its file)."""
+    directory = Path(tempfile.mkdtemp())
+    (directory / f"{module}.py").write_text(source)
+    sys.path.insert(0, str(directory))
+    return importlib.import_module(module)
+
+
 def _kernels():
     names = [f"p{i}" for i in range(POINTERS)]
-    source = _SOURCE.format(pointers=", ".join(names), ints=", ".join(f"i{i}" for i in
-                                                                       range(INTS)),
-                            unused_pointers=", ".join(names[:POINTERS - 5]))
-    directory = Path(tempfile.mkdtemp())
-    (directory / "param_kernels.py").write_text(source)
-    sys.path.insert(0, str(directory))
-    import param_kernels
-    return param_kernels
+    return kernels_from_source(
+        _SOURCE.format(pointers=", ".join(names), ints=", ".join(f"i{i}" for i in range(INTS)),
+                       unused_pointers=", ".join(names[:POINTERS - 5])), "param_kernels")
 
 
 def main():

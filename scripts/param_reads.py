@@ -12,13 +12,14 @@ and benchmarks/results/round_lanes.txt (section 24) have what this found.
 """
 
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ops  # noqa: E402
+from param_floor import kernels_from_source  # noqa: E402
 
 INTS = 18
 OUTS = 10
@@ -77,16 +78,8 @@ def ten_outs_used_ints(a, b, c, {", ".join(f"o{k}" for k in range(OUTS))}, {_INT
 '''
 
 
-def _kernels():
-    directory = Path(tempfile.mkdtemp())
-    (directory / "param_read_kernels.py").write_text(_SOURCE)
-    sys.path.insert(0, str(directory))
-    import param_read_kernels
-    return param_read_kernels
-
-
 def main():
-    kernels = _kernels()
+    kernels = kernels_from_source(_SOURCE, "param_read_kernels")
     floor = bench_ops.empty_kernel_floor()["graph_us"]
     print(f"{torch.cuda.get_device_name()}: GPU µs per call; the empty-kernel node: {floor:.3f}")
     n = 1100 * 32
