@@ -206,15 +206,15 @@ LANES_MIN_COLS = 8
 # num_steps and (6.2) num_padding_slots as constexprs: a serving engine passes the same values
 # every round (spec_ops.warmup compiles them from its configuration), and a kernel reads every
 # runtime parameter from the constant bank, where the first read of each part of it waits for
-# the part to arrive. Nsight Compute on 1024 requests: 2.7-3.0 of a warp's 9.2-9.8 cycles per
-# instruction stalled on those reads (benchmarks/results/round_lanes.txt, section 24). A
+# the part to arrive. Nsight Compute on 1024 requests: 1.9-3.0 of a warp's 8.4-9.8 cycles per
+# instruction stalled on the constant cache (benchmarks/results/round_lanes.txt, section 24). A
 # one-warp kernel of three dependent reads took 0.10-0.19 us longer with 18 runtime integers
 # read after them than with the same as constexprs (1.08 / 1.43 / 1.72 against 0.93 / 1.24 /
-# 1.62 us at 1 / 576 / 1088 programs). H200, CUDA graph, us per call at R = 1 / 64 / 1024
-# before -> after: chain EAGLE with K = 7 1.174 / 1.258 / 1.455 -> 1.124 / 1.207 / 1.408,
-# P-EAGLE with K = 3 at R = 1024 1.440 -> 1.407, the draft model with K = 3 1.228 / 1.267 /
-# 1.676 -> 1.202 / 1.227 / 1.657. Their strides and token ids stay runtime values: an
-# engine's buffers and ids are not warm-up's.
+# 1.62 us at 1 / 576 / 1088 programs; scripts/param_reads.py). H200, CUDA graph, us per call
+# at R = 1 / 64 / 1024 before -> after: chain EAGLE with K = 7 1.174 / 1.258 / 1.455 -> 1.124 /
+# 1.207 / 1.408, P-EAGLE with K = 3 at R = 1024 1.440 -> 1.407, the draft model with K = 3
+# 1.228 / 1.267 / 1.676 -> 1.202 / 1.227 / 1.657. Their strides and token ids stay runtime
+# values: an engine's buffers and ids are not warm-up's.
 CONFIG_CONSTEXPRS = ("vocab_size", "max_model_len", "num_steps", "num_padding_slots")
 
 
