@@ -322,7 +322,9 @@ def _lane_request_loads(sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr
 def _lane_request_combine(loads, query_end, lane, vocab_size):
     """_lane_request_state from _lane_request_loads' values: (next, valid, last, rejected)."""
     discard, backup, num_drafts, token = loads
-    valid = (token >= 0) & (token < vocab_size) & ~discard
+    # In int64: vocab_size may be a constexpr past int32 (CONFIG_CONSTEXPRS), which an int32
+    # token would otherwise be compared in.
+    valid = (token >= 0) & (token.to(tl.int64) < vocab_size) & ~discard
     count = tl.sum(valid.to(tl.int32), axis=1)[:, None].to(tl.int64)
     last_col = tl.max(tl.where(valid, lane, -1), axis=1)[:, None]
     picked = tl.sum(tl.where(lane == last_col, token, 0), axis=1)[:, None].to(tl.int64)

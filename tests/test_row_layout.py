@@ -378,6 +378,18 @@ def test_round_layouts_equal_cpu_where_positions_do_not_follow_seq_lens(op, seed
 
 
 @pytest.mark.parametrize("op", ROUND_OPS)
+def test_round_layouts_with_int32_tokens_and_a_vocabulary_past_int32(op):
+    """vocab_size is a constexpr of 6.1's and 6.2's lanes kernels (rounds.CONFIG_CONSTEXPRS):
+    int32 sampled ids compared with a vocab_size past 2^31 - 1 are compared in int64 there,
+    as in the other kernels; every layout writes what the CPU kernel writes."""
+    args = list(engine_batch(sample(op, 5, 9, fixed_dtype=torch.int32)))
+    names = [arg.name for arg in op_overload(op)._schema.arguments]
+    assert args[names.index("sampled_token_ids")].dtype == torch.int32
+    args[names.index("vocab_size")] = 2**31 + 5
+    assert_layouts_equal_cpu(op, tuple(args), lanes_possible=lanes_possible(op, args))
+
+
+@pytest.mark.parametrize("op", ROUND_OPS)
 def test_round_remainders_dealt_over_strided_groups(op):
     """150 requests, three strided groups of remainder programs: a dozen 300-900-token chunked
     prefills and many requests a few tokens past their lanes, whose chunks each group's
