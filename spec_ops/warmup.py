@@ -11,9 +11,8 @@ max_model_len is at most num_steps: warm-up covers the configuration's K - 1), i
 6.2's lanes layout the configuration's constants themselves (vocab_size, max_model_len, the
 draft steps and 6.2's S: rounds.CONFIG_CONSTEXPRS), the power of two of K + 1 (1.4, 6.3) and,
 for 1.6, the power of two of the row count and whether the previous batch fits in as many
-rows. The first launch of a variant compiles it (or loads it from
-Triton's disk cache), which takes from milliseconds to a second, so a serving engine warms up
-once at startup.
+rows. The first launch of a variant compiles it (or loads it from Triton's disk cache), which
+takes from milliseconds to a second, so a serving engine warms up once at startup.
 
 ``warmup`` runs each op for real on tiny inputs built for the engine's configuration and
 dtypes, so that the ops' own launch code chooses the variants, not a copy of it here. On a CPU
