@@ -1,7 +1,10 @@
 """Do the kernel parameters a kernel reads cost GPU time per call? One-warp programs making
 three dependent reads and a store (as scripts/grid_floor.py's), then: 18 integer parameters
 read after the loads (a chain of multiply-adds), the same 18 as constexprs, stores through 10
-pointer parameters, and both. GPU µs per call in a CUDA graph (bench_ops.graph_us), three
+pointer parameters, and both. With constants the compiler folds that chain, so the "mixed"
+rows feed the loaded value into every step (an xor, then the multiply), a chain constants do
+not fold (sm_90 PTX: 17 and 14 multiplies, the rest shifts): those two rows differ in where
+the 18 values come from. GPU µs per call in a CUDA graph (bench_ops.graph_us), three
 timings each, at 1, 576 and 1088 programs (the round ops' grids at R = 1024 run 192-1088).
 
     python scripts/param_reads.py
@@ -27,6 +30,7 @@ PROGRAMS = (1, 576, 1088)
 
 _INTS = ", ".join(f"i{k}" for k in range(INTS))
 _CHAIN = "\n".join(f"    acc = acc * i{k} + i{(k + 1) % INTS}" for k in range(INTS))
+_MIXED = "\n".join(f"    acc = (acc ^ value) * i{k}" for k in range(INTS))
 _STORES = "\n".join(f"    tl.store(o{k} + i, value + {k})" for k in range(OUTS))
 _PROLOGUE = """    pdl_prologue(PDL)
     i = tl.program_id(0).to(tl.int64) * 32 + tl.arange(0, 32)
@@ -58,6 +62,23 @@ def const_ints(a, b, c, out, {", ".join(f"i{k}: tl.constexpr" for k in range(INT
 {_PROLOGUE}
     acc = value
 {_CHAIN}
+    tl.store(out + i, acc)
+
+
+@triton.jit
+def mixed_ints(a, b, c, out, {_INTS}, PDL: tl.constexpr):
+{_PROLOGUE}
+    acc = value
+{_MIXED}
+    tl.store(out + i, acc)
+
+
+@triton.jit
+def mixed_constexprs(a, b, c, out, {", ".join(f"i{k}: tl.constexpr" for k in range(INTS))},
+                     PDL: tl.constexpr):
+{_PROLOGUE}
+    acc = value
+{_MIXED}
     tl.store(out + i, acc)
 
 
@@ -95,6 +116,10 @@ def main():
             "3 trips, 18 ints read": lambda: kernels.used_ints[grid](
                 a, b, c, outs[0], *ints, True, **launch),
             "3 trips, 18 constexprs": lambda: kernels.const_ints[grid](
+                a, b, c, outs[0], *ints, True, **launch),
+            "3 trips, 18 ints read, mixed": lambda: kernels.mixed_ints[grid](
+                a, b, c, outs[0], *ints, True, **launch),
+            "3 trips, 18 constexprs, mixed": lambda: kernels.mixed_constexprs[grid](
                 a, b, c, outs[0], *ints, True, **launch),
             "3 trips, 10 outs": lambda: kernels.ten_outs[grid](a, b, c, *outs, True, **launch),
             "3 trips, 10 outs, 18 ints": lambda: kernels.ten_outs_used_ints[grid](
