@@ -35,6 +35,24 @@ _STORES = "\n".join(f"    tl.store(o{k} + i, value + {k})" for k in range(OUTS))
 _PROLOGUE = """    pdl_prologue(PDL)
     i = tl.program_id(0).to(tl.int64) * 32 + tl.arange(0, 32)
     value = tl.load(c + tl.load(b + tl.load(a + i)))"""
+_CONSTEXPRS = ", ".join(f"i{k}: tl.constexpr" for k in range(INTS))
+
+
+def _chain_kernel(name, ints, chain):
+    """A kernel of three dependent reads, then ``chain`` on the value read, then a store."""
+    return f"""
+@triton.jit
+def {name}(a, b, c, out, {ints}, PDL: tl.constexpr):
+{_PROLOGUE}
+    acc = value
+{chain}
+    tl.store(out + i, acc)
+"""
+
+
+_CHAIN_KERNELS = "\n".join(_chain_kernel(name, ints, chain) for name, ints, chain in (
+    ("used_ints", _INTS, _CHAIN), ("const_ints", _CONSTEXPRS, _CHAIN),
+    ("mixed_ints", _INTS, _MIXED), ("mixed_constexprs", _CONSTEXPRS, _MIXED)))
 _SOURCE = f'''
 import triton
 import triton.language as tl
@@ -48,39 +66,7 @@ def base(a, b, c, out, PDL: tl.constexpr):
     tl.store(out + i, value + 1)
 
 
-@triton.jit
-def used_ints(a, b, c, out, {_INTS}, PDL: tl.constexpr):
-{_PROLOGUE}
-    acc = value
-{_CHAIN}
-    tl.store(out + i, acc)
-
-
-@triton.jit
-def const_ints(a, b, c, out, {", ".join(f"i{k}: tl.constexpr" for k in range(INTS))},
-               PDL: tl.constexpr):
-{_PROLOGUE}
-    acc = value
-{_CHAIN}
-    tl.store(out + i, acc)
-
-
-@triton.jit
-def mixed_ints(a, b, c, out, {_INTS}, PDL: tl.constexpr):
-{_PROLOGUE}
-    acc = value
-{_MIXED}
-    tl.store(out + i, acc)
-
-
-@triton.jit
-def mixed_constexprs(a, b, c, out, {", ".join(f"i{k}: tl.constexpr" for k in range(INTS))},
-                     PDL: tl.constexpr):
-{_PROLOGUE}
-    acc = value
-{_MIXED}
-    tl.store(out + i, acc)
-
+{_CHAIN_KERNELS}
 
 @triton.jit
 def ten_outs(a, b, c, {", ".join(f"o{k}" for k in range(OUTS))}, PDL: tl.constexpr):
