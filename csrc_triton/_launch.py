@@ -189,6 +189,7 @@ class Launcher:
         self.constexprs = (operator.itemgetter(*constexprs) if len(constexprs) > 1 else
                            (lambda args: (args[constexprs[0]],)) if constexprs else
                            (lambda args: ()))
+        self.constexpr_names = tuple(names[i] for i in constexprs)     # self.constexprs' order
         self.launches = {}      # key (see __call__) -> launch(grid, grid_y, args)
         self.lock = threading.Lock()
         LAUNCHERS.append(self)

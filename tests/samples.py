@@ -499,6 +499,11 @@ def op_overload(op):
     return getattr(torch.ops.spec_ops, op).default
 
 
+def arg_names(op):
+    """The names of the op's schema arguments, in order."""
+    return [arg.name for arg in op_overload(op)._schema.arguments]
+
+
 def written_arg_indices(op):
     """Indices of the arguments the op's schema marks as written (Tensor(a!))."""
     return [i for i, arg in enumerate(op_overload(op)._schema.arguments)

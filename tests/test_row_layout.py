@@ -19,8 +19,8 @@ import triton.language as tl
 from backends import HAS_CUDA, TRITON, call, run
 from round_sequences import engine_batch
 from samples import (
+    arg_names,
     clone_args,
-    op_overload,
     parallel_round_past_int32,
     sample,
     written_arg_indices,
@@ -367,7 +367,7 @@ def test_round_layouts_equal_cpu_where_positions_do_not_follow_seq_lens(op, seed
                                   for n in range(100))
                 if (op != EAGLE or num_steps_of(op, args) > 0)
                 and (op_lanes(op, args) or rounds.MAX_LANES) < rounds.MAX_LANES)
-    names = [arg.name for arg in op_overload(op)._schema.arguments]
+    names = arg_names(op)
     seq_lens_arg = names.index("seq_lens")
     seq_lens, block_size = args[seq_lens_arg], args[names.index("block_size")]
     off = [block_size, -block_size, 1, 3 * block_size, -1, 97]
@@ -383,7 +383,7 @@ def test_round_layouts_with_int32_tokens_and_a_vocabulary_past_int32(op):
     int32 sampled ids compared with a vocab_size past 2^31 - 1 are compared in int64 there,
     as in the other kernels; every layout writes what the CPU kernel writes."""
     args = list(engine_batch(sample(op, 5, 9, fixed_dtype=torch.int32)))
-    names = [arg.name for arg in op_overload(op)._schema.arguments]
+    names = arg_names(op)
     assert args[names.index("sampled_token_ids")].dtype == torch.int32
     args[names.index("vocab_size")] = 2**31 + 5
     assert_layouts_equal_cpu(op, tuple(args), lanes_possible=lanes_possible(op, args))

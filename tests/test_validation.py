@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from backends import BACKENDS, ENTRY, HAS_CUDA, call, interpreted_launches_take_turns, place, run
-from samples import OPS, op_overload, sample, written_arg_indices
+from samples import OPS, arg_names, op_overload, sample, written_arg_indices
 from spec_ops import validation
 
 NUM_REQS = 5
@@ -126,10 +126,6 @@ DEFINES_SIZES = {
                                                     "prev_num_draft_tokens"),
     "compute_new_slot_mapping": ("query_start_loc", "new_positions"),
 }
-
-
-def arg_names(op):
-    return [arg.name for arg in op_overload(op)._schema.arguments]
 
 
 def _required_length_cases():

@@ -2,7 +2,6 @@
 kernel variants the configuration selects, and reports what it did; on a GPU, a serving loop
 after it compiles nothing."""
 
-import inspect
 import itertools
 import logging
 import sys
@@ -94,19 +93,21 @@ def warmup_on_the_triton_path(monkeypatch, **config):
 
 def named_constexprs(launcher, args):
     """((name, value), ...) of a launch's constexprs, in the kernel's parameter order."""
-    parameters = list(inspect.signature(launcher.kernel.fn).parameters.values())[:-1]  # no PDL
-    return tuple((parameter.name, value) for parameter, value in zip(parameters, args)
-                 if "constexpr" in str(parameter.annotation))
+    return tuple(zip(launcher.constexpr_names, launcher.constexprs(args)))
+
+
+def layout_constexprs(named):
+    """The values of named_constexprs' pairs but the configuration constants
+    (rounds.CONFIG_CONSTEXPRS)."""
+    return tuple(value for name, value in named if name not in CONFIG_CONSTEXPRS)
 
 
 def launches_of_warmup(monkeypatch, **config):
     """{(kernel name, constexprs)} of the launches warm-up makes on the Triton path, the
-    configuration constants (rounds.CONFIG_CONSTEXPRS) left out."""
+    configuration constants left out (layout_constexprs)."""
     return recorded_launches(
         monkeypatch, lambda: warmup_on_the_triton_path(monkeypatch, **config),
-        lambda launcher, args, num_warps: tuple(
-            value for name, value in named_constexprs(launcher, args)
-            if name not in CONFIG_CONSTEXPRS))
+        lambda launcher, args, num_warps: layout_constexprs(named_constexprs(launcher, args)))
 
 
 def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
@@ -177,8 +178,7 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
             monkeypatch, **dict(CONFIG, max_num_reqs=LANES_MIN_REQS),
             ops=["prepare_eagle_round", "prepare_parallel_round", "prepare_dflash_round"]),
         lambda launcher, args, num_warps: named_constexprs(launcher, args))
-    launched = {(n, tuple(v for name, v in c if name not in CONFIG_CONSTEXPRS))
-                for n, c in named}
+    launched = {(n, layout_constexprs(c)) for n, c in named}
     constants = {(n, tuple((name, v) for name, v in c if name in CONFIG_CONSTEXPRS))
                  for n, c in named}
     k = CONFIG["num_speculative_tokens"]
