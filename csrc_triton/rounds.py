@@ -175,16 +175,22 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
                        PARALLEL_MIN_LANES)
 
 
-def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value):
+def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value,
+                  step_lanes=None):
     """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
-    each, at least one program), as many again for the draft steps of a round with any
-    (``form``, the kernel's STEP_FORM: _programs_before_remainder), then the remainder's
-    (``split``, a power of two, per REMAINDER_REQS requests)."""
+    each, at least one program), for a round with draft steps (``form``, the kernel's
+    STEP_FORM) the steps' (32 * LANES_WARPS / step_lanes requests each; ``step_lanes`` None:
+    the tile's lanes, and the kernel takes no step tile of its own:
+    _programs_before_remainder), then the remainder's (``split``, a power of two, per
+    REMAINDER_REQS requests)."""
     assert form != ITERATED_STEPS.value, "the lanes layout computes steps in closed form only"
     reqs = 32 * LANES_WARPS // lanes
-    grid = (cdiv(max(num_reqs, 1), reqs) * (1 if form == NO_STEPS.value else 2)
+    step_reqs = reqs if step_lanes is None else 32 * LANES_WARPS // step_lanes
+    grid = (cdiv(max(num_reqs, 1), reqs)
+            + (0 if form == NO_STEPS.value else cdiv(max(num_reqs, 1), step_reqs))
             + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
-    return launcher(grid, (*args, reqs, lanes, split.bit_length() - 1))
+    tile = (reqs, lanes) if step_lanes is None else (reqs, lanes, step_reqs, step_lanes)
+    return launcher(grid, (*args, *tile, split.bit_length() - 1))
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
@@ -420,7 +426,8 @@ def _tile_programs(num_reqs, REQS: tl.constexpr):
 
 
 @triton.jit
-def _programs_before_remainder(num_reqs, REQS: tl.constexpr, STEP_FORM: tl.constexpr):
+def _programs_before_remainder(num_reqs, REQS: tl.constexpr, STEP_REQS: tl.constexpr,
+                               STEP_FORM: tl.constexpr):
     """The tile's programs and, for a round with draft steps, as many step programs.
 
     A tile program and its step program each recompute the requests' state and run side by
@@ -432,7 +439,7 @@ def _programs_before_remainder(num_reqs, REQS: tl.constexpr, STEP_FORM: tl.const
     1.49, with K = 3 1.30 / 1.33 / 1.43 -> 1.24 / 1.31 / 1.42; nothing slower."""
     tiles = _tile_programs(num_reqs, REQS)
     if STEP_FORM != NO_STEPS:
-        tiles = 2 * tiles
+        tiles += _tile_programs(num_reqs, STEP_REQS)
     return tiles
 
 
@@ -749,7 +756,7 @@ def _prepare_eagle_round_lanes_kernel(
     pdl_prologue(PDL)
     tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     tiles = _tile_programs(num_reqs, REQS)
-    before_remainder = _programs_before_remainder(num_reqs, REQS, STEP_FORM)
+    before_remainder = _programs_before_remainder(num_reqs, REQS, REQS, STEP_FORM)
     if tl.program_id(0) < tiles:
         lane = tl.arange(0, LANES)[None, :]
         row = tl.arange(0, REQS)[:, None]
@@ -960,7 +967,8 @@ def _prepare_parallel_round_lanes_kernel(
     step_seq_lens_stride: tl.int64,
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     STEP_FORM: tl.constexpr, REQS: tl.constexpr, LANES: tl.constexpr,
-    remainder_shift: tl.int64, PDL: tl.constexpr,
+    STEP_REQS: tl.constexpr, STEP_TILE_LANES: tl.constexpr, remainder_shift: tl.int64,
+    PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile. Lane c of request r:
     # sampled column c, first-pass entry out_start + c; lane 0 the per-request outputs.
@@ -971,7 +979,7 @@ def _prepare_parallel_round_lanes_kernel(
     tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
     tiles = _tile_programs(num_reqs, REQS)
-    before_remainder = _programs_before_remainder(num_reqs, REQS, STEP_FORM)
+    before_remainder = _programs_before_remainder(num_reqs, REQS, STEP_REQS, STEP_FORM)
     if tl.program_id(0) < tiles:
         # Loads in three groups, the three round trips: the per-request values, then those at
         # query_start_loc[r] (the first position, the input ids), then the block table (the
@@ -1038,9 +1046,9 @@ def _prepare_parallel_round_lanes_kernel(
                  batch_end + num_reqs * num_new, mask=is_first)
     elif tl.program_id(0) < before_remainder:
         if STEP_FORM != NO_STEPS:
-            lane = tl.arange(0, LANES)[None, :]
-            row = tl.arange(0, REQS)[:, None]
-            req = _lane_requests(tl.program_id(0) - tiles, row, lane, REQS)
+            lane = tl.arange(0, STEP_TILE_LANES)[None, :]
+            row = tl.arange(0, STEP_REQS)[:, None]
+            req = _lane_requests(tl.program_id(0) - tiles, row, lane, STEP_REQS)
             is_request = req < num_reqs
             query_start = tl.load(query_start_loc_ptr + req, mask=is_request,
                                   other=0).to(tl.int64)
@@ -1365,7 +1373,7 @@ def launch_prepare_parallel_round(
                         lanes_pay(num_reqs, num_cols, num_steps), lanes_pay(num_reqs, num_cols))
     if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
-                             form)
+                             form, round_lanes(num_cols, num_steps))
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
 
