@@ -28,8 +28,10 @@ batches of several requests above that whose PER_REQUEST_BLOCK chunks are no mor
 their groups' remainder programs (6.2 with LANES_MIN_REQS requests or LANES_MIN_COLS columns;
 lanes_split): one warp holds 32 / LANES requests, LANES lanes each, and every lane of a
 request computes the request's state. Lane c reads sampled column c and writes first-pass
-item c. A round with draft steps has as many step programs again, each over the same requests
-as one tile program, lane c writing step c (_programs_before_remainder). Items past a
+item c. A round with draft steps has step programs of its own after the tile's, lane c of a
+request writing step c (_programs_before_remainder): 6.1's over a tile's requests, 6.2's over
+as many as lanes for the sampled columns and the steps hold, whatever its first-pass items
+need (fewer programs for the draft model, whose tile holds its W + 1 items). Items past a
 request's lanes (a chunked prefill among decodes) are written by remainder programs launched
 after those (_remainder_requests).
 """
@@ -428,9 +430,10 @@ def _tile_programs(num_reqs, REQS: tl.constexpr):
 @triton.jit
 def _programs_before_remainder(num_reqs, REQS: tl.constexpr, STEP_REQS: tl.constexpr,
                                STEP_FORM: tl.constexpr):
-    """The tile's programs and, for a round with draft steps, as many step programs.
+    """The tile's programs and, for a round with draft steps, the step programs (STEP_REQS
+    requests each: 6.1 passes REQS).
 
-    A tile program and its step program each recompute the requests' state and run side by
+    A tile program and a step program each recompute their requests' state and run side by
     side, so the steps' arithmetic, block-table read and stores are off the first pass's
     chain of dependent instructions. H200, CUDA graph, us per call at R = 1 / 64 / 1024, the
     steps in the tile program -> in programs of their own (benchmarks/results/round_lanes.txt,
@@ -972,9 +975,10 @@ def _prepare_parallel_round_lanes_kernel(
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile. Lane c of request r:
     # sampled column c, first-pass entry out_start + c; lane 0 the per-request outputs.
-    # Programs P + p, with draft steps: the same requests' steps, lane c step c (num_steps <=
-    # LANES). Then programs of the entries past their lanes of requests, in groups of
-    # REMAINDER_REQS (_remainder_requests), a request at a time.
+    # Programs P + p, with draft steps: requests p * STEP_REQS ... as a [STEP_REQS,
+    # STEP_TILE_LANES] tile (lanes for the sampled columns and the steps only), lane c step c
+    # (num_steps <= STEP_TILE_LANES). Then programs of the entries past their lanes of
+    # requests, in groups of REMAINDER_REQS (_remainder_requests), a request at a time.
     pdl_prologue(PDL)
     tl.static_assert(STEP_FORM != ITERATED_STEPS, "lanes layout: closed-form steps only")
     num_new = num_padding_slots - 1 if SHIFT else num_padding_slots
