@@ -30,8 +30,9 @@ lanes_split): one warp holds 32 / LANES requests, LANES lanes each, and every la
 request computes the request's state. Lane c reads sampled column c and writes first-pass
 item c. A round with draft steps has step programs of its own after the tile's, lane c of a
 request writing step c (_programs_before_remainder): 6.1's over a tile's requests, 6.2's over
-as many as lanes for the sampled columns and the steps hold, whatever its first-pass items
-need (fewer programs for the draft model, whose tile holds its W + 1 items). Items past a
+as many as lanes for the sampled columns and the steps hold where those are few
+(parallel_step_lanes: the draft model with K = 3, whose tile holds its W + 1 items, gets half
+the step programs). Items past a
 request's lanes (a chunked prefill among decodes) are written by remainder programs launched
 after those (_remainder_requests).
 """
@@ -175,6 +176,21 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
     round adds, and its draft steps; at least PARALLEL_MIN_LANES."""
     return round_lanes(num_cols + num_padding_slots - (1 if shift else 0), num_steps,
                        PARALLEL_MIN_LANES)
+
+
+# 6.2's step programs hold as many requests as lanes for the sampled columns and the steps
+# allow, where that is at most this many lanes; otherwise the tile's. H200, CUDA graph, us per
+# call at R = 1 / 64 / 1024 (benchmarks/results/round_lanes.txt, section 25): the draft model
+# with K = 3 (4 lanes, 8 requests to a warp, against the tile's 8 and 4) 1.188 / 1.224 /
+# 1.655 -> 1.185 / 1.226 / 1.540; with K = 7 (8 lanes against 16) it was slower, 1.218 /
+# 1.242 / 1.780 -> 1.219 / 1.254 / 1.815.
+PARALLEL_STEP_MAX_LANES = 4
+
+
+def parallel_step_lanes(num_cols, num_steps, lanes):
+    """6.2's lanes per request in its step programs (``lanes``: its tile's)."""
+    step_lanes = round_lanes(num_cols, num_steps)
+    return step_lanes if num_steps and step_lanes <= PARALLEL_STEP_MAX_LANES else lanes
 
 
 def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value,
@@ -1377,7 +1393,7 @@ def launch_prepare_parallel_round(
                         lanes_pay(num_reqs, num_cols, num_steps), lanes_pay(num_reqs, num_cols))
     if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
-                             form, round_lanes(num_cols, num_steps))
+                             form, parallel_step_lanes(num_cols, num_steps, lanes))
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
 

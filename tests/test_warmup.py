@@ -18,6 +18,7 @@ from spec_ops._triton.rounds import (
     CONFIG_CONSTEXPRS,
     LANES_MIN_REQS,
     parallel_lanes,
+    parallel_step_lanes,
     round_lanes,
 )
 
@@ -145,10 +146,11 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
         (width, round_lanes(width, k + 1)) for width in (1, k + 1)}
     # (NUM_COLS, SHIFT, LANES, STEP_TILE_LANES) of 6.2's: the draft model's (no shift, S = 1,
     # K - 1 steps).
+    draft_model = {(width, parallel_lanes(width, 1, False, k - 1)) for width in (1, k + 1)}
     assert {(c[0], c[1], c[-3], c[-1]) for n, c in launched
             if n == "_prepare_parallel_round_lanes_kernel"} == {
-        (width, False, parallel_lanes(width, 1, False, k - 1), round_lanes(width, k - 1))
-        for width in (1, k + 1)}
+        (width, False, lanes, parallel_step_lanes(width, k - 1, lanes))
+        for width, lanes in draft_model}
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
@@ -199,7 +201,8 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
     # (NUM_COLS, SHIFT, LANES, STEP_TILE_LANES) of 6.2's.
     assert {(c[0], c[1], c[-3], c[-1]) for n, c in launched
             if n == "_prepare_parallel_round_lanes_kernel"} == {
-        (w, shift, parallel_lanes(w, slots, shift, steps), round_lanes(w, steps))
+        (w, shift, parallel_lanes(w, slots, shift, steps),
+         parallel_step_lanes(w, steps, parallel_lanes(w, slots, shift, steps)))
         for w in (1, k + 1)
         for shift, slots, steps in ((True, k, 0), (False, k, 0), (False, 1, k - 1))}
 
