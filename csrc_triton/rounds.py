@@ -32,7 +32,7 @@ item c. A round with draft steps has step programs of its own after the tile's, 
 request writing step c (_programs_before_remainder): 6.1's over a tile's requests, 6.2's over
 as many as lanes for the sampled columns and the steps hold where those are few
 (parallel_step_lanes: the draft model with K = 3, whose tile holds its W + 1 items, gets half
-the step programs). Items past a
+as many step programs as tile programs). Items past a
 request's lanes (a chunked prefill among decodes) are written by remainder programs launched
 after those (_remainder_requests).
 """
@@ -178,19 +178,20 @@ def parallel_lanes(num_cols, num_padding_slots, shift, num_steps):
                        PARALLEL_MIN_LANES)
 
 
-# 6.2's step programs hold as many requests as lanes for the sampled columns and the steps
-# allow, where that is at most this many lanes; otherwise the tile's. H200, CUDA graph, us per
-# call at R = 1 / 64 / 1024 (benchmarks/results/round_lanes.txt, section 25): the draft model
-# with K = 3 (4 lanes, 8 requests to a warp, against the tile's 8 and 4) 1.188 / 1.224 /
-# 1.655 -> 1.185 / 1.226 / 1.540; with K = 7 (8 lanes against 16) it was slower, 1.218 /
-# 1.242 / 1.780 -> 1.219 / 1.254 / 1.815.
-PARALLEL_STEP_MAX_LANES = 4
+# 6.2's step programs take this many lanes per request where its sampled columns and draft
+# steps fit them, otherwise the tile's (at least as many: PARALLEL_MIN_LANES). Only the draft
+# model with K = 3 differs from its tile so (4 lanes, 8 requests to a warp, against the tile's
+# 8 and 4). H200, CUDA graph, us per call at R = 1 / 64 / 1024
+# (benchmarks/results/round_lanes.txt, section 25a): 1.188 / 1.223 / 1.654 -> 1.185 / 1.225 /
+# 1.539; the draft model with K = 7 at the 8 lanes of its columns and steps, against its
+# tile's 16, was slower: 1.217 / 1.241 / 1.779 -> 1.219 / 1.253 / 1.813.
+PARALLEL_STEP_LANES = 4
 
 
 def parallel_step_lanes(num_cols, num_steps, lanes):
     """6.2's lanes per request in its step programs (``lanes``: its tile's)."""
-    step_lanes = round_lanes(num_cols, num_steps)
-    return step_lanes if num_steps and step_lanes <= PARALLEL_STEP_MAX_LANES else lanes
+    fits = num_steps and max(num_cols, num_steps) <= PARALLEL_STEP_LANES
+    return PARALLEL_STEP_LANES if fits else lanes
 
 
 def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value,
@@ -1066,6 +1067,8 @@ def _prepare_parallel_round_lanes_kernel(
                  batch_end + num_reqs * num_new, mask=is_first)
     elif tl.program_id(0) < before_remainder:
         if STEP_FORM != NO_STEPS:
+            tl.static_assert((NUM_COLS <= STEP_TILE_LANES) & (num_steps <= STEP_TILE_LANES),
+                             "a step program's lanes hold the sampled columns and the steps")
             lane = tl.arange(0, STEP_TILE_LANES)[None, :]
             row = tl.arange(0, STEP_REQS)[:, None]
             req = _lane_requests(tl.program_id(0) - tiles, row, lane, STEP_REQS)

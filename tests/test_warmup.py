@@ -17,8 +17,6 @@ from spec_ops._triton._launch import ROW_COLS, Launcher, compiled_variants, next
 from spec_ops._triton.rounds import (
     CONFIG_CONSTEXPRS,
     LANES_MIN_REQS,
-    parallel_lanes,
-    parallel_step_lanes,
     round_lanes,
 )
 
@@ -145,12 +143,10 @@ def test_warmup_reaches_every_variant_of_the_triton_path(monkeypatch):
     assert {(c[0], c[-1]) for n, c in launched if n == "_prepare_dflash_round_lanes_kernel"} == {
         (width, round_lanes(width, k + 1)) for width in (1, k + 1)}
     # (NUM_COLS, SHIFT, LANES, STEP_TILE_LANES) of 6.2's: the draft model's (no shift, S = 1,
-    # K - 1 steps).
-    draft_model = {(width, parallel_lanes(width, 1, False, k - 1)) for width in (1, k + 1)}
+    # K - 1 steps), at K = 3 the tile's lanes and, with its 4 columns, step programs of 4 lanes.
+    assert k == 3
     assert {(c[0], c[1], c[-3], c[-1]) for n, c in launched
-            if n == "_prepare_parallel_round_lanes_kernel"} == {
-        (width, False, lanes, parallel_step_lanes(width, k - 1, lanes))
-        for width, lanes in draft_model}
+            if n == "_prepare_parallel_round_lanes_kernel"} == {(1, False, 4, 4), (4, False, 8, 4)}
     assert {c[0] for n, c in launched if n == "_next_token_kernel"} == {1, k + 1}
     for name in ("_copy_and_expand_eagle_inputs_kernel",
                  "_copy_and_expand_eagle_inputs_rows_kernel"):
@@ -198,13 +194,12 @@ def test_warmup_reaches_the_lanes_layouts_of_the_round_ops(monkeypatch):
     assert lanes == {
         *{("_prepare_eagle_round_lanes_kernel", w, round_lanes(w, k - 1)) for w in (1, k + 1)},
         *{("_prepare_dflash_round_lanes_kernel", w, round_lanes(w, k + 1)) for w in (1, k + 1)}}
-    # (NUM_COLS, SHIFT, LANES, STEP_TILE_LANES) of 6.2's.
+    # (NUM_COLS, SHIFT, LANES, STEP_TILE_LANES) of 6.2's, K = 3: P-EAGLE (shift), PARD and the
+    # draft model at both widths; without draft steps the step lanes are the tile's.
+    assert k == 3
     assert {(c[0], c[1], c[-3], c[-1]) for n, c in launched
             if n == "_prepare_parallel_round_lanes_kernel"} == {
-        (w, shift, parallel_lanes(w, slots, shift, steps),
-         parallel_step_lanes(w, steps, parallel_lanes(w, slots, shift, steps)))
-        for w in (1, k + 1)
-        for shift, slots, steps in ((True, k, 0), (False, k, 0), (False, 1, k - 1))}
+        (1, True, 4, 4), (4, True, 8, 8), (1, False, 4, 4), (4, False, 8, 8), (4, False, 8, 4)}
 
 
 def variants_launched(monkeypatch, run):
