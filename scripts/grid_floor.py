@@ -24,8 +24,6 @@ from step_floor import _empty_pdl  # noqa: E402
 from spec_ops._triton._launch import pdl_prologue  # noqa: E402
 
 PROGRAMS = (1, 64, 128, 192, 320, 576, 1024)
-
-
 WARPS_TOTALS = (1, 64, 256, 576, 1088, 2048)
 WARPS_PER_PROGRAM = (1, 2, 4, 8, 16)
 
@@ -58,8 +56,10 @@ def main():
     out = torch.empty(n, dtype=torch.int64, device="cuda")
     if warps:
         print(f"{'warps':>6} {'each':>6} {'G':>6} {'empty':>8} {'1 trip':>8} {'3 trips':>8}")
-        rows = [(total, each, max(1, total // each)) for total in WARPS_TOTALS
-                for each in WARPS_PER_PROGRAM if total % each == 0 or total < each]
+        # (warps in all, warps a program, programs); below `each` warps in all, one program.
+        rows = [(programs * each, each, programs) for total in WARPS_TOTALS
+                for each in WARPS_PER_PROGRAM if total % each == 0 or total < each
+                for programs in (max(1, total // each),)]
     else:
         print(f"{'G':>6} {'empty':>8} {'1 trip':>8} {'2 trips':>8} {'3 trips':>8}")
         rows = [(programs, 1, programs) for programs in PROGRAMS]
