@@ -195,13 +195,13 @@ def parallel_step_lanes(num_cols, num_steps, lanes):
 
 
 def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value,
-                  step_lanes=None):
+                  step_lanes=None, after=()):
     """A lanes-layout kernel over its programs: the tile's (32 * LANES_WARPS / lanes requests
     each, at least one program), for a round with draft steps (``form``, the kernel's
     STEP_FORM) the steps' (32 * LANES_WARPS / step_lanes requests each; ``step_lanes`` None:
     the tile's lanes, and the kernel takes no step tile of its own:
     _programs_before_remainder), then the remainder's (``split``, a power of two, per
-    REMAINDER_REQS requests)."""
+    REMAINDER_REQS requests). ``after``: the kernel's arguments after the remainder's shift."""
     assert form != ITERATED_STEPS.value, "the lanes layout computes steps in closed form only"
     reqs = 32 * LANES_WARPS // lanes
     step_reqs = reqs if step_lanes is None else 32 * LANES_WARPS // step_lanes
@@ -209,7 +209,7 @@ def _launch_lanes(launcher, num_reqs, lanes, split, args, form=NO_STEPS.value,
             + (0 if form == NO_STEPS.value else cdiv(max(num_reqs, 1), step_reqs))
             + split * cdiv(max(num_reqs, 1), REMAINDER_REQS.value))
     tile = (reqs, lanes) if step_lanes is None else (reqs, lanes, step_reqs, step_lanes)
-    return launcher(grid, (*args, *tile, split.bit_length() - 1))
+    return launcher(grid, (*args, *tile, split.bit_length() - 1, *after))
 
 
 # 6.2 and 6.3 take the lanes layout from this many requests, or with this many sampled columns
@@ -239,7 +239,9 @@ LANES_MIN_COLS = 8
 # at R = 1 / 64 / 1024 before -> after: chain EAGLE with K = 7 1.174 / 1.258 / 1.455 -> 1.124 /
 # 1.207 / 1.408, P-EAGLE with K = 3 at R = 1024 1.440 -> 1.407, the draft model with K = 3
 # 1.228 / 1.267 / 1.676 -> 1.202 / 1.227 / 1.657. Their strides and token ids stay runtime
-# values: an engine's buffers and ids are not warm-up's.
+# values: an engine's buffers and ids are not warm-up's. One exception: 6.2's remainder
+# programs read vocab_size from a runtime copy (remainder_vocab_size), as the constexpr their
+# loop took the draft model's batches with long requests 0.3-1.7 us longer (section 28).
 CONFIG_CONSTEXPRS = ("vocab_size", "max_model_len", "num_steps", "num_padding_slots")
 
 
@@ -988,7 +990,7 @@ def _prepare_parallel_round_lanes_kernel(
     NUM_COLS: tl.constexpr, SHIFT: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     STEP_FORM: tl.constexpr, REQS: tl.constexpr, LANES: tl.constexpr,
     STEP_REQS: tl.constexpr, STEP_TILE_LANES: tl.constexpr, remainder_shift: tl.int64,
-    PDL: tl.constexpr,
+    remainder_vocab_size: tl.int64, PDL: tl.constexpr,
 ):
     # Programs p < P: requests p * REQS ... as a [REQS, LANES] tile. Lane c of request r:
     # sampled column c, first-pass entry out_start + c; lane 0 the per-request outputs.
@@ -1107,10 +1109,14 @@ def _prepare_parallel_round_lanes_kernel(
             request = row_value(requests, mine)
             request_first = row_value(firsts, mine)
             request_stop = row_value(stop_at, mine)
+            # vocab_size as the runtime value here (the tile keeps the constexpr): as the
+            # constexpr the draft model's remainder programs took 0.3-1.7 us longer on batches
+            # with long requests; the runtime copy moves pure decodes by under 0.01 us
+            # (round_lanes.txt, sections 27 and 28).
             next_token, count, last, rejected = _request_state(
                 sampled_ptr, sampled_row_stride, discard_ptr, backup_ptr,
                 cu_num_draft_ptr, query_start_loc_ptr, request, request < num_reqs,
-                vocab_size, NUM_COLS)
+                remainder_vocab_size, NUM_COLS)
             query_start = tl.load(query_start_loc_ptr + request).to(tl.int64)
             query_next = tl.load(query_start_loc_ptr + request + 1).to(tl.int64)
             first_position = tl.load(
@@ -1396,7 +1402,8 @@ def launch_prepare_parallel_round(
                         lanes_pay(num_reqs, num_cols, num_steps), lanes_pay(num_reqs, num_cols))
     if split is not None and form != ITERATED_STEPS.value:
         return _launch_lanes(_prepare_parallel_round_lanes, num_reqs, lanes, split, args,
-                             form, parallel_step_lanes(num_cols, num_steps, lanes))
+                             form, parallel_step_lanes(num_cols, num_steps, lanes),
+                             after=(vocab_size,))
     return _prepare_parallel_round(max(num_reqs, 1), (*args, PER_REQUEST_BLOCK),
                                    grid_y=num_chunks(num_first_pass, num_reqs))
 
