@@ -611,22 +611,24 @@ def _synchronize():
         torch.cuda.synchronize()
 
 
-def host_us(fns):
-    """{name: host µs per eager call} of ``fns``: back-to-back calls, synchronized at both
-    ends, median of repeats. The variants take turns within each repeat, so drift of the
-    host's speed hits them alike and their ratios hold."""
+def host_us(fns, calls=None, repeats=None):
+    """{name: host µs per eager call} of ``fns``: back-to-back calls (``calls``, default
+    HOST_CALLS), synchronized at both ends, median of repeats (``repeats``, default
+    HOST_REPEATS). The variants take turns within each repeat, so drift of the host's speed
+    hits them alike and their ratios hold."""
+    calls, repeats = calls or HOST_CALLS, repeats or HOST_REPEATS
     for fn in fns.values():
         for _ in range(WARMUP_CALLS):
             fn()
     samples = {name: [] for name in fns}
-    for _ in range(HOST_REPEATS):
+    for _ in range(repeats):
         for name, fn in fns.items():
             _synchronize()
             start = time.perf_counter()
-            for _ in range(HOST_CALLS):
+            for _ in range(calls):
                 fn()
             _synchronize()
-            samples[name].append((time.perf_counter() - start) * 1e6 / HOST_CALLS)
+            samples[name].append((time.perf_counter() - start) * 1e6 / calls)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

@@ -117,14 +117,17 @@ def _in_turn(calls):
     return run
 
 
-def shadow_ops(namespace, kernel_of, names):
+def shadow_ops(namespace, kernel_of, names, fallthroughs=()):
     """(torch.ops.<namespace>, its Library): the spec_ops schemas of ``names`` behind the
-    kernels ``kernel_of(name)`` for this run's device, in place of spec_ops' own. Keep the
+    kernels ``kernel_of(name)`` for this run's device, in place of spec_ops' own, and
+    torch.library.fallthrough_kernel for the dispatch keys ``fallthroughs``. Keep the
     Library: its registrations go with it."""
     library = torch.library.Library(namespace, "DEF")
     for name in names:
         library.define(str(_overload(name)._schema).split("::", 1)[1])
         library.impl(name, kernel_of(name), "CPU" if SMOKE else "CUDA")
+        for key in fallthroughs:
+            library.impl(name, torch.library.fallthrough_kernel, key)
     return getattr(torch.ops, namespace), library
 
 
