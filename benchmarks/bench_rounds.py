@@ -394,6 +394,61 @@ def print_summary(cases, targets):
           f"measurement errors: {len(errors)}")
 
 
+METHOD_LABELS = {"eagle": "chain EAGLE (6.1)", "parallel": "parallel drafting (6.2, shift, S = K)",
+                 "draft model": "draft model (6.2, S = 1, K - 1 steps)", "dflash": "DFlash (6.3)"}
+
+
+def _span(values, digits=2):
+    """'a-b' for the range of ``values`` ('a' when they round alike), '-' if any is missing."""
+    if not values or None in values:
+        return "-"
+    low, high = (f"{value:.{digits}f}" for value in (min(values), max(values)))
+    return low if low == high else f"{low}-{high}"
+
+
+def markdown_table(report):
+    """The README's round-op table from a results JSON: a row per method and K, its cells
+    over R = 1 / 64 / 1024 (a range where the three are one column's)."""
+    floor = report["empty_kernel"]["graph_us"]
+    rows = {}
+    for case in report["cases"]:
+        rows.setdefault((case["method"], case["k"]), []).append(case)
+    lines = ["| method | K | round op GPU µs, R = 1 / 64 / 1024 (x the empty node) "
+             "| sequence GPU µs | GPU ratio | launches: round op / sequence "
+             "| host µs via `spec_ops`: round op / sequence "
+             "| host ratio via `spec_ops`: one size / two in turn / size changing "
+             "| host ratio via `torch.ops` |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (method, k), cases in rows.items():
+        cases.sort(key=lambda case: case["num_reqs"])
+
+        def times(name, key, cases=cases):
+            return [case["times"][name].get(key) for case in cases]
+
+        def host_ratios(round_name, sequence_name):
+            return _span([_ratio(a, b) for a, b in zip(times(round_name, "host_us"),
+                                                       times(sequence_name, "host_us"))])
+
+        def counts(name):
+            values = sorted(set(times(name, "launches")), key=lambda n: -1 if n is None else n)
+            return "-".join(_launches(n) for n in values)
+
+        graph, sequence = times("round", "graph_us"), times("sequence", "graph_us")
+        round_host, sequence_host = times("round fn", "host_us"), times("sequence fn", "host_us")
+        lines.append(
+            f"| {METHOD_LABELS.get(method, method)} | {k} "
+            f"| {' / '.join(_number(us) for us in graph)} "
+            f"({_span([_ratio(us, floor) for us in graph])}x) "
+            f"| {_span(sequence, 1)} | {_span([_ratio(a, b) for a, b in zip(graph, sequence)])} "
+            f"| {counts('round')} / {counts('sequence')} "
+            f"| {_span(round_host, 1)} / {_span(sequence_host, 0)} "
+            f"| {host_ratios('round fn', 'sequence fn')} "
+            f"/ {host_ratios(f'round fn, {TWO_SIZES}', f'sequence fn, {TWO_SIZES}')} "
+            f"/ {host_ratios(f'round fn, {SIZES_CHANGING}', f'sequence fn, {SIZES_CHANGING}')} "
+            f"| {host_ratios('round', 'sequence')} |")
+    return "\n".join(lines)
+
+
 def plot(cases, floor, path):
     metrics = [(metric, title) for metric, title in
                (("host_us", "host µs per eager round"),
@@ -431,7 +486,13 @@ def main():
     parser.add_argument("--results-dir", type=Path,
                         help=f"where the JSON and PNG go (default {HERE / 'results'}; a "
                              f"temporary directory in smoke mode); also copied to $OUT when set")
+    parser.add_argument("--markdown", type=Path, metavar="JSON",
+                        help="print the README's round-op table from a results JSON this "
+                             "script wrote, and exit (runs nothing)")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown_table(json.loads(args.markdown.read_text())))
+        return 0
     results_dir = args.results_dir or (Path(tempfile.mkdtemp()) if SMOKE else HERE / "results")
 
     started = time.perf_counter()
