@@ -7,6 +7,9 @@
 #                                      numbers, for iteration (~5-6 min)
 #   STEPS=no-rest / STEPS=rest         everything but the rest of the suite / only that (two
 #                                      remote commands when one does not fit)
+#   ONLY="example bench_rounds"        only the steps whose log names are listed (pytest_gpu,
+#                                      example, example_round_ops, bench_registration, bench_ops,
+#                                      bench_rounds, first_call, pytest_rest); others not run
 #
 # Cut to fit the 10 minutes: the rest of the suite runs 50 hypothesis examples per property
 # (SPEC_OPS_EXAMPLES; 300 in CI), its test files in 4 processes (pytest-xdist), the
@@ -57,10 +60,14 @@ note() {
 }
 
 # step NAME LOG CAP_S COMMAND...: run COMMAND under min(CAP_S, time left before the deadline),
-# its output shown and kept in $WORK/LOG, and record its verdict.
+# its output shown and kept in $WORK/LOG, and record its verdict. With ONLY set, a step whose LOG
+# (less .log) it does not list is not run (the install always is).
 step() {
-    local name=$1 log=$WORK/$2 cap=$3
+    local name=$1 log=$WORK/$2 cap=$3 id=${2%.log}
     shift 3
+    if [ -n "${ONLY:-}" ] && [ "$id" != install ] && [[ " $ONLY " != *" $id "* ]]; then
+        return
+    fi
     local left=$(( DEADLINE_S - SECONDS - 10 ))
     if (( left < 30 )); then
         record "$name" "skipped (deadline)" 0 "not run: ${DEADLINE_S} s deadline"
@@ -115,17 +122,7 @@ if [ "${STEPS:-all}" != rest ]; then
 # The gpu-marked tests in one process: with 4 workers they did not finish within 170 s in two
 # runs on the H200; in one process they took 189 s.
 step "pytest -m gpu" pytest_gpu.log 240 python -m pytest -q -m gpu tests
-step "bench_registration" bench_registration.log 90 \
-    python benchmarks/bench_registration.py $( (( QUICK )) && echo --quick)
-step "bench_ops" bench_ops.log 150 python benchmarks/bench_ops.py $(quick_flag benchmarks/bench_ops.py)
-if optional "bench_rounds" benchmarks/bench_rounds.py; then
-    step "bench_rounds" bench_rounds.log 150 \
-        python benchmarks/bench_rounds.py $(quick_flag benchmarks/bench_rounds.py)
-fi
-if optional "first_call" benchmarks/first_call.py; then
-    step "first_call" first_call.log 90 \
-        python benchmarks/first_call.py $(quick_flag benchmarks/first_call.py)
-fi
+# The example next: short, and what tells whether decoding on CUDA is still lossless.
 if (( ! QUICK )); then
     step "example" example.log 90 python examples/spec_decode.py --device cuda --no-progress
     if grep -q -- '"--round-ops"' examples/spec_decode.py; then
@@ -134,6 +131,17 @@ if (( ! QUICK )); then
     else
         record "example --round-ops" skipped 0 "examples/spec_decode.py has no --round-ops"
     fi
+fi
+step "bench_registration" bench_registration.log 90 \
+    python benchmarks/bench_registration.py $( (( QUICK )) && echo --quick)
+step "bench_ops" bench_ops.log 150 python benchmarks/bench_ops.py $(quick_flag benchmarks/bench_ops.py)
+if optional "bench_rounds" benchmarks/bench_rounds.py; then
+    step "bench_rounds" bench_rounds.log 210 \
+        python benchmarks/bench_rounds.py $(quick_flag benchmarks/bench_rounds.py)
+fi
+if optional "first_call" benchmarks/first_call.py; then
+    step "first_call" first_call.log 150 \
+        python benchmarks/first_call.py $(quick_flag benchmarks/first_call.py)
 fi
 fi
 # Last: the rest of the suite on CUDA tensors, in whatever time the deadline leaves
