@@ -157,8 +157,8 @@ def _current_stream(device_index):
 
 
 class Launch(NamedTuple):
-    """A launch as ``Launcher`` made it: its kernel's cache key (None under TRITON_INTERPRET
-    and for an empty grid, which launches nothing), grid, warps and arguments, tensors first.
+    """A launch as ``Launcher`` made it: its kernel's cache key (None for an empty grid,
+    which launches nothing), grid, warps and arguments, tensors first.
     ``launcher.again(launch, args)`` makes it again with other arguments of the same kind."""
 
     launcher: "Launcher"
@@ -208,9 +208,9 @@ class Launcher:
         num_warps = num_warps or self.num_warps
         if grid == 0 or grid_y == 0:
             return self, None, grid, grid_y, num_warps, args
-        if INTERPRET:
+        if INTERPRET:   # the key a compiled launch would have, so launches differ alike
             self.kernel[(grid, grid_y)](*args, False, num_warps=num_warps)
-            return self, None, grid, grid_y, num_warps, args
+            return self, self.key(args, num_warps), grid, grid_y, num_warps, args
         device_index = args[0].get_device()
         # self.key(args, num_warps), written out: this runs on every call
         key = (device_index, num_warps, *map(_dtype, args[:self.num_tensors]),

@@ -137,16 +137,14 @@ class EagerEntry:
             first = args[self.first]
             if (tuple(map(type, scalars)) in self.scalar_types and type(first) is _Tensor
                     and (first.is_cuda or self.cpu_tensors_run_triton)):
-                no_optional = not self.optional or all(args[i] is None for i in self.optional)
-                if (self.calls is not None and no_optional
-                        and self.calls.replayed(args, scalars, self.no_overlap)):
+                key = None if self.calls is None else self.calls.key(args, scalars)
+                if key is not None and self.calls.replayed(args, key, self.no_overlap):
                     return None
                 matrices = self.known.match(args)
-                if matrices is not None and (no_optional or all(
+                if matrices is not None and (key is not None or not self.optional or all(
                         args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
                     try:
-                        return self.run(args, matrices, scalars if (
-                            self.calls is not None and no_optional) else None)
+                        return self.run(args, matrices, key)
                     except OverflowError as error:    # Triton's, binding the kernel's ints
                         raise self._beyond_int64(args, error) from None
         return self.op(*args)
@@ -169,8 +167,8 @@ class Plan(NamedTuple):
     call it was made for: everything the check and the launch derived from them is the
     same."""
 
-    guard: object           # TensorGuards of the required tensors, sizes and strides exact
-    scalars: tuple
+    guard: object           # TensorGuards of the required tensors and the optional ones given
+    key: tuple              # the scalars, and which optional tensors were given (KnownCalls.key)
     matrices: tuple         # for OverlapCheck
     tensors: Callable       # args -> the kernel's tensor arguments, in its order
     ints: tuple             # the kernel's other arguments
@@ -190,10 +188,11 @@ class KnownCalls:
     taking turns), and a caller whose sizes change every call pays those comparisons and a
     failed guard check per remembered plan (0.2-1.0 µs in all, benchmarks/results/history.md).
     Its plan matches a later call in one C++ guard check (dtype, device, dispatch keys, sizes
-    and strides of every required tensor) and a comparison of the scalars. The overlap check
-    still runs on every call (it reads storages, which no guard covers), and the launch reads
-    the tensors' addresses afresh. Only plain launches are remembered: every tensor the
-    kernel takes is one of the call's arguments, no optional tensor given. A launch has at
+    and strides of every required tensor and every optional tensor given) and a comparison of
+    the scalars and of which optional tensors are given. The overlap check still runs on every
+    call (it reads storages, which no guard covers), and the launch reads the tensors'
+    addresses afresh. Only plain launches are remembered: every tensor the kernel takes is one
+    of the call's arguments. A launch has at
     most one plan: a repeated launch whose tensors match no plan (a buffer reallocated larger,
     whose size the kernel does not take) replaces its launch's plan, so it never pushes the
     others out. Thread-safe by construction, like KnownLayouts: ``plans`` and ``recent`` are
@@ -211,27 +210,41 @@ class KnownCalls:
         self.plans = ()
         self.recent = ()            # the signatures of the last calls' launches, newest first
 
-    def plain(self, args):
-        """Whether a plan may cover the call: no optional tensor given."""
-        return all(args[i] is None for i in self.optional)
+    def key(self, args, scalars):
+        """What a plan's call must equal besides its tensors' layouts: the scalars and, for an
+        op with optional tensors, which of them the call gives. None where no plan may cover
+        the call: an optional tensor that is neither None nor a plain tensor."""
+        if not self.optional:
+            return scalars
+        given = tuple(args[i] is not None for i in self.optional)
+        if not all(type(args[i]) is _Tensor for i, on in zip(self.optional, given) if on):
+            return None
+        return scalars + given
 
-    def match(self, args, scalars):
+    def guarded(self, args):
+        """The tensors a plan's guard covers: the required ones, then the optional ones given."""
+        tensors = self.tensors(args)
+        if self.optional:
+            tensors += tuple(args[i] for i in self.optional if args[i] is not None)
+        return tensors
+
+    def match(self, args, key):
         for plan in self.plans:
-            if plan.scalars == scalars and plan.guard.check(*self.tensors(args)):
+            if plan.key == key and plan.guard.check(*self.guarded(args)):
                 return plan
         return None
 
-    def replayed(self, args, scalars, no_overlap):
-        """Whether a plan covers the call: if so its overlap check has run and the plan's
-        launch has been made again with the call's tensors."""
-        plan = self.match(args, scalars)
+    def replayed(self, args, key, no_overlap):
+        """Whether a plan covers the call (``key`` as ``key`` gives it): if so its overlap
+        check has run and the plan's launch has been made again with the call's tensors."""
+        plan = self.match(args, key)
         if plan is None:
             return False
         no_overlap(args, matrices=plan.matrices)
         plan.replay(args)
         return True
 
-    def learn(self, args, scalars, made, matrices):
+    def learn(self, args, key, made, matrices):
         """After a call that took the checked path and launched ``made`` (a Launcher's
         returned tuple): remember its plan when it repeats the launch of a recent call."""
         if TensorGuards is None or made is None:
@@ -240,7 +253,7 @@ class KnownCalls:
         num_tensors = launcher.num_tensors
         ints = kernel_args[num_tensors:]
         # What differs between batch sizes first: a comparison stops at the first difference.
-        signature = (ints, *made[2:5], scalars, *made[:2])
+        signature = (ints, *made[2:5], key, *made[:2])
         recent = self.recent
         if signature not in recent:
             self.recent = (signature, *recent[:self.MAX_REMEMBERED - 1])
@@ -251,7 +264,7 @@ class KnownCalls:
         positions = [places.get(id(t)) for t in kernel_args[:num_tensors]]
         if None in positions:
             return      # the kernel takes a tensor the launch made (a view, a copy)
-        tensors = self.tensors(args)
+        tensors = self.guarded(args)
         try:
             guard = TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
         except (TypeError, RuntimeError):
@@ -261,9 +274,9 @@ class KnownCalls:
         getter = argument_getter(positions)
         # The launch without the call's tensors, which the plan must not keep alive.
         launch = Launch(*made[:5], args=())
-        plan = Plan(guard, scalars, matrices, getter, ints, launch)
+        plan = Plan(guard, key, matrices, getter, ints, launch)
         others = tuple(other for other in self.plans if not (
-            other.ints == ints and other.scalars == scalars and other.launch == launch))
+            other.ints == ints and other.key == key and other.launch == launch))
         self.plans = (plan, *others[:self.MAX_REMEMBERED - 1])
 
 
@@ -301,17 +314,18 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         known.tensors, argument_getter([i for i, _ in _scalar_arguments(op._schema)]),
         no_overlap.optional)
 
-    def matched(args, matrices, scalars=None):
+    def matched(args, matrices, key=None):
         """The CUDA kernel of a call whose required tensors matched a remembered layout: its
-        result (None for an op that returns nothing). ``scalars``, the call's scalars where a
-        launch plan may cover it: the launch it made is offered to ``KnownCalls.learn``."""
+        result (None for an op that returns nothing). ``key``, the call's ``KnownCalls.key``
+        where a launch plan may cover it: the launch it made is offered to
+        ``KnownCalls.learn``."""
         extras = check(*args, verified=True)
         no_overlap(args, matrices=matrices)
         result = cuda_kernel(*args, *extras)
         if returns:
             return result
-        if scalars is not None:
-            calls.learn(args, scalars, result, matrices)
+        if key is not None:
+            calls.learn(args, key, result, matrices)
         return None
 
     # The dispatcher leaves out trailing arguments equal to their default: put them back, so
@@ -321,12 +335,12 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     def cuda(*args):
         if len(args) < len(defaults):
             args += defaults[len(args):]
-        scalars = calls.scalars(args) if calls is not None and calls.plain(args) else None
-        if scalars is not None and calls.replayed(args, scalars, no_overlap):
+        key = None if calls is None else calls.key(args, calls.scalars(args))
+        if key is not None and calls.replayed(args, key, no_overlap):
             return None
         matrices = known.match(args)
         if matrices is not None:
-            return matched(args, matrices, scalars)
+            return matched(args, matrices, key)
         extras = check(*args)
         known.remember(args)
         no_overlap(args)

@@ -40,8 +40,8 @@ from spec_ops._library import KnownCalls  # noqa: E402
 # (a forced layout, a recording launcher), so tests run without plans; those that use the
 # launch_plans fixture (the tests of plans, the example) run with them.
 _PLANS = {"match": KnownCalls.match, "learn": KnownCalls.learn}
-KnownCalls.match = lambda self, args, scalars: None
-KnownCalls.learn = lambda self, args, scalars, made, matrices: None
+KnownCalls.match = lambda self, args, key: None
+KnownCalls.learn = lambda self, args, key, made, matrices: None
 
 
 @pytest.fixture

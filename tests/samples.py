@@ -482,6 +482,16 @@ def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_reque
     return SAMPLERS[op](rng, num_reqs)
 
 
+def dflash_with_rejected(seed, num_reqs):
+    """1.4's arguments (FixedLayoutRandom, int32) with num_rejected_tokens given, which that
+    layout leaves out: request r's count drawn from ``seed`` below its context length."""
+    args = list(sample("copy_and_expand_dflash_inputs", seed, num_reqs, fixed_dtype=torch.int32))
+    lengths = args[9].diff()                # query_start_loc
+    draw = torch.rand(lengths.shape, generator=torch.Generator().manual_seed(seed))
+    args[10] = (draw * lengths).to(torch.int32)
+    return args
+
+
 def parallel_round_past_int32(seed):
     """6.2's arguments, int32 tensors, 6 requests (an engine batch: round_sequences.engine_batch
     applied), every request's first position at 2^31 - 1: 6.2 reads only that one, so the first

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import spec_ops
 from backends import HAS_CUDA, TRITON, interpreted_launches_take_turns, place
 from reference import REFERENCES
-from samples import OPS, op_overload, sample, written_arg_indices
+from samples import OPS, dflash_with_rejected, op_overload, sample, written_arg_indices
 from test_validation import sharing_memory
 from spec_ops._library import KERNELS, EagerEntry, Plan
 
@@ -202,7 +202,7 @@ def test_replays_equal_the_reference_on_varied_batches(op, backend, monkeypatch)
     """Batches of 1-17 requests with a dtype drawn per tensor, some with long requests, each
     called three times after a first CUDA-key call, through the function, the dispatched op
     and the function again: the first of these makes the plan, the others replay it (unless
-    an optional tensor is given); every call equals the reference."""
+    an optional tensor given is part of the plan); every call equals the reference."""
     replays, rng = Replays(monkeypatch), random.Random(op)
     with dispatching_to_triton(op):
         for seed in range(3):
@@ -293,6 +293,40 @@ def test_sizes_taking_turns_make_plans_unless_more_than_remembered(backend, monk
     take_turns(batches[:2], 3)
     assert len(calls.plans) == 2, "two sizes in turn make a plan each"
     assert replays.count == 2, "the second turn makes the plans, the third replays them"
+
+
+DFLASH = "copy_and_expand_dflash_inputs"
+
+
+def test_a_given_optional_tensor_is_part_of_the_plan(backend, monkeypatch):
+    """1.4 with num_rejected_tokens given: its repeated call replays a plan whose guard covers
+    that tensor too. The same call without it, or with it in int64, takes the checked path and
+    is right; with it a request short, it is rejected before any write; the plan still
+    replays afterwards."""
+    args, index = dflash_with_rejected(60, NUM_REQS), KERNELS[DFLASH].entry.optional[0]
+    replays, runs = Replays(monkeypatch), Calls(monkeypatch, DFLASH, "run")
+    KERNELS[DFLASH].triton(*place(args, backend))       # the layout: a valid CUDA-key call
+    for _ in range(3):
+        call = place(args, backend)
+        spec_ops.copy_and_expand_dflash_inputs(*call)
+        assert outputs(DFLASH, call, None) == expected(DFLASH, args)
+    assert (runs.count, replays.count) == (2, 1), "the third call replays the second's plan"
+    for other in (None, args[index].long()):
+        changed = replaced(args, index, other)
+        call = place(changed, backend)
+        spec_ops.copy_and_expand_dflash_inputs(*call)
+        assert outputs(DFLASH, call, None) == expected(DFLASH, changed)
+    assert (runs.count, replays.count) == (4, 1)
+    short = place(replaced(args, index, args[index][:-1]), backend)
+    before = [t.clone() for t in short if isinstance(t, torch.Tensor)]
+    with pytest.raises(ValueError, match="num_rejected_tokens"):
+        spec_ops.copy_and_expand_dflash_inputs(*short)
+    assert all(torch.equal(t, b) for t, b in zip(
+        [t for t in short if isinstance(t, torch.Tensor)], before))
+    call = place(args, backend)
+    spec_ops.copy_and_expand_dflash_inputs(*call)
+    assert replays.count == 2
+    assert outputs(DFLASH, call, None) == expected(DFLASH, args)
 
 
 def test_one_tensor_in_two_places_makes_no_plan(backend):
@@ -443,20 +477,18 @@ def test_subclasses_unseen_layouts_and_inference_tensors_dispatch(backend, monke
 
 
 def test_an_optional_subclass_dispatches(backend, monkeypatch):
-    op = "copy_and_expand_dflash_inputs"
-    args = remembered(op, backend)
-    index = [i for i, a in enumerate(op_overload(op)._schema.arguments)
-             if str(a.type) == "Optional[Tensor]"][0]
-    if args[index] is None:
-        args = list(args)
-        args[index] = torch.zeros(NUM_REQS, dtype=torch.int32, device=args[0].device)
-    dispatches = Calls(monkeypatch, op, "op")
-    plain = place(tuple(args), backend)
-    getattr(spec_ops, op)(*plain)
+    """A tensor subclass as 1.4's optional num_rejected_tokens dispatches, also where the
+    plain call's launch has a plan."""
+    args, index = dflash_with_rejected(70, NUM_REQS), KERNELS[DFLASH].entry.optional[0]
+    KERNELS[DFLASH].triton(*place(args, backend))       # the layout: a valid CUDA-key call
+    dispatches = Calls(monkeypatch, DFLASH, "op")
+    for _ in range(2):
+        spec_ops.copy_and_expand_dflash_inputs(*place(args, backend))
     assert dispatches.count == 0
-    sub = list(place(tuple(args), backend))
+    assert KERNELS[DFLASH].entry.calls.plans, "the repeated plain call left no plan"
+    sub = list(place(args, backend))
     sub[index] = sub[index].as_subclass(Subclass)
-    getattr(spec_ops, op)(*sub)
+    spec_ops.copy_and_expand_dflash_inputs(*sub)
     assert dispatches.count == 1
 
 

@@ -19,7 +19,8 @@ import triton
 import spec_ops
 from backends import run
 from chain import engine_step, engine_step_inputs
-from samples import OPS, clone_args, op_overload, sample, written_arg_indices
+from samples import (OPS, clone_args, dflash_with_rejected, op_overload, sample,
+                     written_arg_indices)
 from spec_ops._library import KERNELS, Plan
 from spec_ops._triton._launch import LAUNCHERS
 
@@ -198,22 +199,37 @@ def test_call_on_a_side_stream_runs_on_it(op):
     assert_equal_lists(outputs, expected)
 
 
-@pytest.mark.parametrize("op", [op for op in OPS if not op_overload(op)._schema.returns])
-def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op, launch_plans):
-    """The public function's replay of a remembered launch (the third call of one size): on a
-    side stream whose inputs land after a long spin it reads them after they land, and a CUDA
-    graph captured around it replays with new inputs equal to the CPU kernel."""
+_VOID_OPS = [op for op in OPS if not op_overload(op)._schema.returns]
+_DFLASH = "copy_and_expand_dflash_inputs"
+
+
+def _replay_sample(op, seed, given):
+    """``op``'s arguments (fixed layout, 9 requests) with its optional tensors None or, for
+    1.4 with ``given``, its num_rejected_tokens given."""
+    if given:
+        return dflash_with_rejected(seed, 9)
+    args = list(sample(op, seed, 9, fixed_dtype=torch.int32))
+    for i in KERNELS[op].entry.optional:
+        args[i] = None
+    return args
+
+
+@pytest.mark.parametrize("op, given", [(op, False) for op in _VOID_OPS] + [(_DFLASH, True)])
+def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op, given, launch_plans):
+    """The public function's replay of a remembered launch (the third call of one size), with
+    the op's optional tensors None and, for 1.4, given: on a side stream whose inputs land
+    after a long spin it reads them after they land, and a CUDA graph captured around it
+    replays with new inputs equal to the CPU kernel."""
     function, entry = getattr(spec_ops, op), KERNELS[op].entry
-    static = list(clone_args(sample(op, 2, 9, fixed_dtype=torch.int32), "cuda"))
-    landing = list(sample(op, 1, 9, fixed_dtype=torch.int32))
-    for i in entry.optional:
-        static[i] = landing[i] = None
+    static = clone_args(_replay_sample(op, 2, given), "cuda")
+    landing = _replay_sample(op, 1, given)
     expected = run(op, landing, "cpu")
     landing = clone_args(landing, "cuda")
     for _ in range(3):
         function(*clone_args(static, "cuda"))
     torch.cuda.synchronize()
-    assert entry.calls.match(static, entry.scalars(static)) is not None, "no plan"
+    key = entry.calls.key(static, entry.scalars(static))
+    assert key is not None and entry.calls.match(static, key) is not None, "no plan"
     call_after_landing(function, static, landing)
     assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
     graph = torch.cuda.CUDAGraph()
