@@ -192,11 +192,11 @@ class KnownCalls:
     the scalars and of which optional tensors are given. The overlap check still runs on every
     call (it reads storages, which no guard covers), and the launch reads the tensors'
     addresses afresh. Only plain launches are remembered: every tensor the kernel takes is one
-    of the call's arguments. A launch has at
-    most one plan: a repeated launch whose tensors match no plan (a buffer reallocated larger,
-    whose size the kernel does not take) replaces its launch's plan, so it never pushes the
-    others out. Thread-safe by construction, like KnownLayouts: ``plans`` and ``recent`` are
-    immutable tuples replaced whole; a lost update costs a later plan.
+    of the call's arguments. A launch has at most one plan: a repeated launch whose tensors
+    match no plan (a buffer reallocated larger, whose size the kernel does not take) replaces
+    its launch's plan, so it never pushes the others out. Thread-safe by construction, like
+    KnownLayouts: ``plans`` and ``recent`` are immutable tuples replaced whole; a lost update
+    costs a later plan.
     """
 
     # Launches are per device (the key holds it): e.g. two micro-batch sizes on each of four
