@@ -13,6 +13,7 @@ a call whose sizes repeat a recent call's (``KnownCalls``).
 
 import itertools
 import os
+import re
 from typing import Callable, NamedTuple
 
 import torch
@@ -65,6 +66,10 @@ _profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT el
 # checked path (the measurement scripts that force a layout choice set it).
 _PLANS = os.environ.get("SPEC_OPS_LAUNCH_PLANS", "1") != "0"
 _is_compiling = torch.compiler.is_compiling
+# The dispatcher's refusal of an argument of a type the schema does not take (an int past
+# int64 is refused as of type int); raised while converting the arguments, before any kernel.
+_REFUSED = re.compile(r"Expected a value of type '([^']+)' for argument '(\w+)' but instead "
+                      r"found type '(\w+)'")
 _Tensor = torch.Tensor
 
 
@@ -115,6 +120,7 @@ class EagerEntry:
 
     def __init__(self, op, known, run, no_overlap, calls):
         self.op = op
+        self.name = op._schema.name.split("::")[-1]
         self.known = known
         self.first = no_overlap.arguments[0][0]     # the first tensor argument's position
         self.run = run          # the CUDA kernel after the layout match (define's matched)
@@ -147,7 +153,29 @@ class EagerEntry:
                         return self.run(args, matrices, key)
                     except OverflowError as error:    # Triton's, binding the kernel's ints
                         raise self._beyond_int64(args, error) from None
-        return self.op(*args)
+        if _is_compiling():
+            return self.op(*args)
+        try:
+            return self.op(*args)
+        except RuntimeError as error:
+            refused = self._refused(args, error)
+            if refused is None:
+                raise
+        raise refused
+
+    def _refused(self, args, error):
+        """The TypeError (ValueError for an int past int64) for an argument the dispatcher
+        refused while converting the call's arguments, before any kernel ran; None for any
+        other error."""
+        message = str(error)
+        refused = _REFUSED.search(message)
+        if refused is None or not message.startswith(f"spec_ops::{self.name}("):
+            return None
+        expected, name, found = refused.groups()
+        beyond = (self._beyond_int64(args, None) if found == "int" and "int" in expected.lower()
+                  else None)
+        return beyond or TypeError(f"spec_ops.{self.name}: {name} must be of type {expected}, "
+                                   f"got {found}")
 
     def _beyond_int64(self, args, error):
         """The ValueError for a scalar argument past int64's range, which the dispatcher's
@@ -156,8 +184,7 @@ class EagerEntry:
         for i, name in self.scalar_names:
             value = args[i]
             if type(value) is int and not -2**63 <= value < 2**63:
-                return ValueError(f"spec_ops.{self.op._schema.name.split('::')[-1]}: {name} "
-                                  f"must fit in int64, got {value}")
+                return ValueError(f"spec_ops.{self.name}: {name} must fit in int64, got {value}")
         return error
 
 

@@ -524,10 +524,11 @@ def test_fx_symbolic_trace_records_the_op(backend):
 
 
 def test_scalars_the_schema_would_convert_or_reject_dispatch(backend, monkeypatch):
-    """A float where the schema has int, or a 0-dim tensor: the dispatcher decides."""
+    """A float where the schema has int, or a 0-dim tensor: the dispatcher decides (its
+    refusal raised as the TypeError naming the argument)."""
     args = remembered(OP, backend)
     dispatches = Calls(monkeypatch, OP, "op")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(TypeError, match="block_size must be of type int, got float"):
         getattr(spec_ops, OP)(*replaced(args, 3, float(args[3])))     # block_size
     assert dispatches.count == 1
     fresh = place(args, backend)

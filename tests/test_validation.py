@@ -215,6 +215,38 @@ def test_bad_scalar(op, index, value, name, backend):
     assert_rejected(op, replaced(args, index, value), ValueError, name, backend, "must be >=")
 
 
+def scalar_cases():
+    """(op, index, name, schema type) of every scalar argument of every op."""
+    return [(op, i, arg.name, arg.type) for op in OPS
+            for i, arg in enumerate(op_overload(op)._schema.arguments)
+            if not validation.is_tensor_type(arg.type)]
+
+
+def wrong_types(schema_type):
+    """(value, error, message fragment) the public function refuses for an argument of the
+    schema type: a string; for an int, also a float, None where it is not optional and a
+    Python int past int64 (a bool takes what the dispatcher converts to one: numbers, None)."""
+    wrong = [("7", TypeError, "must be of type .*, got str")]
+    if "int" in str(schema_type).lower():
+        wrong += [(1.5, TypeError, "must be of type .*, got float"),
+                  (2**64, ValueError, "must fit in int64")]
+        if not isinstance(schema_type, torch.OptionalType):
+            wrong.append((None, TypeError, "must be of type .*, got NoneType"))
+    return wrong
+
+
+@pytest.mark.parametrize("op,index,name,schema_type", scalar_cases())
+def test_a_scalar_of_a_type_the_schema_does_not_take(op, index, name, schema_type):
+    """spec_ops.<op> raises TypeError (ValueError for an int past int64) naming the argument,
+    with nothing written; torch.ops.spec_ops.<op> leaves it to torch's dispatcher, whose
+    RuntimeError names the argument too. Both refuse before any kernel runs."""
+    for value, error, fragment in wrong_types(schema_type):
+        bad = replaced(valid(op), index, value)
+        assert_rejected(op, bad, error, name, ENTRY, fragment)
+        with pytest.raises(RuntimeError, match=f"for argument '{name}'"):
+            op_overload(op)(*place(bad, ENTRY))
+
+
 def test_dflash_speculative_tokens_must_cover_the_queries():
     args = valid("copy_and_expand_dflash_inputs")
     args = args[:13] + (3, 1)                                   # Q = 3 needs K >= 2

@@ -257,8 +257,9 @@ def test_update_num_computed_tokens_row_counts(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_a_serving_loop_compiles_nothing_after_warmup():
-    """warmup for the example engine's configuration, then the engine in every mode (fused,
-    unfused, round ops) on CUDA, and 1.6 at every batch size: no kernel variant is new."""
+    """warmup for the example engine's configuration, then the engine in every mode of the
+    example (M-RoPE's too), fused, unfused and with round ops, on CUDA, and 1.6 at every batch
+    size: no kernel variant is new."""
     from test_example import spec_decode
     config = spec_decode.Config()
     num_requests = 6
@@ -267,7 +268,7 @@ def test_a_serving_loop_compiles_nothing_after_warmup():
                     max_model_len=config.max_model_len, max_num_reqs=num_requests)
     before = compiled_variants()
     assert before
-    for mode in spec_decode.MODES:
+    for mode in spec_decode.MODES + (spec_decode.MROPE_MODE,):
         for fused, round_ops in ((False, False), (True, False), (False, True)):
             spec_decode.run(mode, device="cuda", fused=fused, round_ops=round_ops,
                             num_requests=num_requests)
