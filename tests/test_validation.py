@@ -7,7 +7,8 @@ import functools
 import pytest
 import torch
 
-from backends import BACKENDS, ENTRY, HAS_CUDA, call, interpreted_launches_take_turns, place, run
+from backends import (BACKENDS, ENTRY, HAS_CUDA, TRITON, call, interpreted_launches_take_turns,
+                      place, run)
 from samples import OPS, arg_names, op_overload, sample, written_arg_indices
 from spec_ops import validation
 
@@ -236,13 +237,18 @@ def wrong_types(schema_type):
 
 
 @pytest.mark.parametrize("op,index,name,schema_type", scalar_cases())
-def test_a_scalar_of_a_type_the_schema_does_not_take(op, index, name, schema_type):
+def test_a_scalar_of_a_type_the_schema_does_not_take(op, index, name, schema_type, monkeypatch):
     """spec_ops.<op> raises TypeError (ValueError for an int past int64) naming the argument,
-    with nothing written; torch.ops.spec_ops.<op> leaves it to torch's dispatcher, whose
-    RuntimeError names the argument too. Both refuse before any kernel runs."""
+    with nothing written, also once its layout is known (an int is then checked on the
+    shortcut, not by the dispatcher); torch.ops.spec_ops.<op> leaves it to torch's dispatcher,
+    whose RuntimeError names the argument too. Both refuse before any kernel runs."""
+    from spec_ops._library import EagerEntry
+    if not HAS_CUDA:
+        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    call(op, place(valid(op), TRITON), TRITON)          # the layout is known from here on
     for value, error, fragment in wrong_types(schema_type):
         bad = replaced(valid(op), index, value)
-        assert_rejected(op, bad, error, name, ENTRY, fragment)
+        assert_rejected(op, bad, error, name, ENTRY, fragment, warm=False)
         with pytest.raises(RuntimeError, match=f"for argument '{name}'"):
             op_overload(op)(*place(bad, ENTRY))
 
