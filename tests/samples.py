@@ -317,12 +317,12 @@ def _verified_batch(rng, num_reqs, num_spec):
     """docs/round_ops.md 6.0's inputs from verification, engine-shaped.
 
     W = K + 1 sampled columns (1 when nothing was drafted): accepted drafts and the sampled
-    token, then -1s, sometimes an out-of-vocabulary id among the accepted ones. Rows without
-    drafts (prefill chunks, several tokens), discarded rows with and without drafts. Each
-    request's positions are consecutive and end below max_model_len, some just below it, and
-    its seq_len counts every verified token. Returns (sampled_token_ids, discard_request_mask,
-    backup_next_token_ids, cu_num_draft_tokens, query_start_loc, positions, seq_lens,
-    vocab_size, max_model_len).
+    token, then -1s, sometimes an id out of range (vocab_size or -5) among the accepted ones.
+    Rows without drafts (prefill chunks, several tokens), discarded rows with and without
+    drafts. Each request's positions are consecutive and end below max_model_len, some just
+    below it, and its seq_len counts every verified token. Returns (sampled_token_ids,
+    discard_request_mask, backup_next_token_ids, cu_num_draft_tokens, query_start_loc,
+    positions, seq_lens, vocab_size, max_model_len).
     """
     vocab_size = scalars(rng).choice((50, 100, 32000))
     long_requests = getattr(rng, "long_requests", False)
@@ -339,7 +339,8 @@ def _verified_batch(rng, num_reqs, num_spec):
         accepted = rng.randint(0, num_drafts)
         row = [rng.randrange(vocab_size) for _ in range(accepted + 1)]
         if accepted and rng.random() < 0.2:
-            row[rng.randint(1, accepted)] = vocab_size
+            column = rng.randint(1, accepted)
+            row[column] = (vocab_size, -5)[column % 2]      # no draw: other samples stay
         rows.append(row + [-1] * (num_spec - accepted))
         drafts.append(num_drafts)
         lengths.append(num_drafts + 1 + pick(rng, (0, 0, 0, 2), 0) if num_drafts

@@ -348,6 +348,8 @@ def test_eagle_round_metadata():
         assert s.slot_mapping.tolist() == step_slots[step, :3].tolist()
         assert (s.num_actual_tokens, s.max_query_len) == (3, 1)
         assert s.max_seq_len == min(31 + step + 1, MAX_MODEL_LEN)
+        assert s.seq_lens_cpu_upper_bound.tolist() == torch.clamp(
+            m.seq_lens_cpu_upper_bound + step + 1, max=MAX_MODEL_LEN).tolist()
         assert_current(s, known=("query_start_loc_cpu",))
         assert_unknown(s, COPY_TWINS + COMPUTED_TWINS)
 
@@ -368,6 +370,8 @@ def test_parallel_round_metadata():
     s = spec_ops.draft_step_metadata(p, 1, arange(), step_slots, step_seq_lens, MAX_MODEL_LEN)
     assert s.seq_lens.tolist() == step_seq_lens[1].tolist()
     assert s.max_seq_len == MAX_MODEL_LEN
+    assert s.seq_lens_cpu_upper_bound.tolist() == torch.clamp(
+        p.seq_lens_cpu_upper_bound + 2, max=MAX_MODEL_LEN).tolist()
     assert_current(s, known=("query_start_loc_cpu",))
 
 

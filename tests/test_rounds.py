@@ -1,7 +1,9 @@
 """docs/round_ops.md: each round op equals the engine's sequence it replaces
 (tests/round_sequences.py: the helper ops of docs/ops.md with the engine's torch glue) over
 whole poisoned out buffers, on random batches, on the CPU kernels and the Triton kernels; it
-leaves its inputs alone; on CUDA it is one launch."""
+leaves its inputs alone; on CUDA it is one launch. On the CPU the round ops' kernels are built
+from the single ops' CPU kernels the sequences call, so there these tests check the round's
+own glue; test_properties.py compares both backends with tests/reference.py."""
 
 import types
 
@@ -51,9 +53,12 @@ def test_round_op_equals_the_sequence_it_replaces(op, backend, seed, num_reqs):
 @pytest.mark.parametrize("op", ROUND_OPS)
 @pytest.mark.parametrize("seed, num_reqs", [(1, 40), (7, 6), (23, 8)])
 def test_round_op_with_chunked_prefills_among_decodes(op, backend, seed, num_reqs):
-    """300-900-token requests among short ones: past a program's first chunk, wider chunks. At
-    R = 40 one program per request, with several wide chunks each; at R = 6 three programs per
-    request, their wide chunks interleaved; at R = 8 two, the first taking two wide chunks."""
+    """300-900-token requests among short ones, each op in the layout it chooses for them. 6.2
+    takes its per-request layout: past a program's first chunk, wider chunks; at R = 40 one
+    program per request, with several wide chunks each; at R = 6 three programs per request,
+    their wide chunks interleaved; at R = 8 two, the first taking two wide chunks. 6.1 and 6.3
+    take their lanes layout, the long requests' items past their lanes in remainder programs.
+    (test_row_layout.py forces each layout on such batches.)"""
     assert_equals_the_sequence(op, backend, seed, num_reqs, long_requests="prefill")
 
 
@@ -112,6 +117,35 @@ def test_round_steps_go_on_in_int64_past_int32(backend):
     sequence_args = clone_args(args)
     SEQUENCES["prepare_eagle_round"](*sequence_args, ops=BackendOps(backend))
     assert sequence_args[16].flatten().tolist()[2:] == [-2**31 + 1, -2**31 + 2]   # positions
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_draft_model_steps_start_from_the_int64_length(backend):
+    """The same deviation in 6.2's draft steps: the bonus token's length L0 = seq_lens + 1 -
+    rejected is int64 even where int32 out_seq_lens stores it wrapped; int64 step outs show
+    it, where the engine's sequence reads the wrapped length back."""
+    i32, i64 = torch.int32, torch.int64
+    p0, seq_len, max_model_len = 2**31 - 2, 2**31 - 1, 2**31 + 1
+    args = (torch.tensor([[5]], dtype=i32), torch.tensor([False]), torch.tensor([1], dtype=i32),
+            torch.tensor([0], dtype=i32), torch.tensor([0, 1], dtype=i32),
+            torch.tensor([7], dtype=i32), torch.tensor([p0], dtype=i64),
+            torch.tensor([[10, 11]], dtype=i32), torch.tensor([seq_len], dtype=i32),
+            torch.zeros(1, dtype=i32), torch.zeros(1, dtype=i32), torch.zeros(2, dtype=i32),
+            torch.zeros(2, dtype=i64), torch.zeros(2, dtype=torch.bool),
+            torch.zeros(1, dtype=i32), torch.zeros(0, dtype=i32), torch.zeros(2, dtype=i64),
+            torch.zeros(2, dtype=i32), torch.zeros(1, dtype=i32),
+            *(torch.zeros(4, 1, dtype=i64) for _ in range(3)),
+            100, 0, 99, 1, False, 16, max_model_len, 4)
+    outputs = run("prepare_parallel_round", args, backend)
+    assert outputs[-4].tolist() == [-2**31]                      # out_seq_lens: 2^31 wrapped
+    positions, slots, seq_lens = (t.flatten().tolist() for t in outputs[-3:])
+    # Steps from the bonus token at 2^31 - 1: 2^31, then max_model_len (0, slot -1, length 1).
+    assert positions == [2**31, 0, 1, 2]
+    assert slots == [11 * 16, -1, 10 * 16 + 1, 10 * 16 + 2]
+    assert seq_lens == [2**31 + 1, 1, 2, 3]
+    sequence_args = clone_args(args)
+    SEQUENCES["prepare_parallel_round"](*sequence_args, ops=BackendOps(backend))
+    assert sequence_args[21].flatten().tolist()[0] == -2**31 + 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
