@@ -153,7 +153,7 @@ class EagerEntry:
                         return self.run(args, matrices, key)
                     except OverflowError as error:    # Triton's, binding the kernel's ints
                         raise self._beyond_int64(args, error) from None
-        if _is_compiling():
+        if _is_compiling():     # a tracer reports wrong arguments its own way
             return self.op(*args)
         try:
             return self.op(*args)

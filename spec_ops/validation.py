@@ -408,7 +408,7 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
             f"spec_ops.{op}: num_speculative_tokens must be >= num_query_per_req - 1 = "
             f"{num_query_per_req - 1} (query q >= 1 of request r writes token index "
             f"r * num_speculative_tokens + q - 1), got {num_speculative_tokens}")
-    at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)
+    at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)      # and below 2**63
     device = device_of(op, "next_token_ids", next_token_ids, verified)
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_context = vector(op, "target_positions", target_positions, device, 0, "")
@@ -654,7 +654,7 @@ def check_prepare_parallel_round(sampled_token_ids, discard_request_mask,
     op = "prepare_parallel_round"
     slots = num_padding_slots_per_request
     at_least(op, "num_padding_slots_per_request", slots, 1)
-    at_least(op, "num_steps", num_steps, 0)
+    at_least(op, "num_steps", num_steps, 0)     # before the pairing below reads it
     if num_steps > 0 and (slots != 1 or shift_input_ids):
         raise ValueError(
             f"spec_ops.{op}: num_steps > 0 (draft steps, for the draft-model method) needs "
