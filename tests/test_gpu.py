@@ -7,6 +7,7 @@ GPU is present."""
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,14 @@ def test_a_replayed_launch_runs_on_the_current_stream_and_in_a_graph(op, given, 
     assert_equal_lists([static[i] for i in written_arg_indices(op)], expected)
 
 
+def count_replays(monkeypatch):
+    """A list that gets an entry per replayed launch plan from now on."""
+    replays, replay = [], Plan.replay
+    monkeypatch.setattr(Plan, "replay", lambda plan, args: (replays.append(1),
+                                                            replay(plan, args))[1])
+    return replays
+
+
 @pytest.mark.parametrize("op", ["prepare_eagle_round", "prepare_parallel_round",
                                 "prepare_dflash_round",
                                 "eagle_step_update_slot_mapping_and_metadata"])
@@ -258,9 +267,7 @@ def test_compiled_calls_replay_launch_plans(op, launch_plans, monkeypatch):
         overload(*args)
         return tuple(args[i].clone() for i in written)
     compiled = torch.compile(fn, fullgraph=True, dynamic=True)
-    replays, replay = [], Plan.replay
-    monkeypatch.setattr(Plan, "replay", lambda plan, args: (replays.append(1),
-                                                            replay(plan, args))[1])
+    replays = count_replays(monkeypatch)
     batches = [sample(op, 11 + n, n, fixed_dtype=torch.int32) for n in (5, 9)]
     for _ in range(3):
         for args in batches:
@@ -268,21 +275,139 @@ def test_compiled_calls_replay_launch_plans(op, launch_plans, monkeypatch):
     assert replays, "no compiled call replayed a plan"
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+_TWO_GPUS = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+
+
+def written_and_result(op, args, result):
+    """The call's written tensors, then its result if it returns one."""
+    return [args[i] for i in written_arg_indices(op)] + ([] if result is None else [result])
+
+
+@_TWO_GPUS
+@pytest.mark.parametrize("entry", ["torch.ops", "function"])
 @pytest.mark.parametrize("op", OPS)
-def test_tensors_on_a_device_other_than_the_current_one(op):
-    """Tensors on cuda:1 while cuda:0 is current: the kernel compiles for and launches on the
-    tensors' device, on the first call and on the second (the cached launch), and the current
-    device stays cuda:0."""
+def test_tensors_on_a_device_other_than_the_current_one(op, entry, launch_plans, monkeypatch):
+    """Tensors on cuda:1 while cuda:0 is current, through torch.ops and through the public
+    function (its eager shortcut): the kernel compiles for and launches on the tensors' device
+    on the first call, the second (the cached launch) and the third (a replayed plan, for an
+    op that returns nothing), and the current device stays cuda:0."""
+    function = op_overload(op) if entry == "torch.ops" else getattr(spec_ops, op)
     args = sample(op, 3, 9, fixed_dtype=torch.int32)
     expected = run(op, args, "cpu")
+    replays = count_replays(monkeypatch)
     with torch.cuda.device(0):
-        for _ in range(2):
+        for _ in range(3):
             placed = clone_args(args, "cuda:1")
-            result = op_overload(op)(*placed)
+            result = function(*placed)
             torch.cuda.synchronize(1)
-            outputs = [placed[i] for i in written_arg_indices(op)]
-            if result is not None:
-                outputs.append(result)
-            assert_equal_lists(outputs, expected)
+            assert_equal_lists(written_and_result(op, placed, result), expected)
             assert torch.cuda.current_device() == 0
+    assert bool(replays) == (op in _VOID_OPS), "a plan replayed, or none did"
+
+
+@_TWO_GPUS
+@pytest.mark.parametrize("op", OPS)
+def test_one_layout_on_two_devices_in_turn(op, launch_plans):
+    """The same call on cuda:0 and on cuda:1 in turn, three turns, cuda:0 current, each call's
+    inputs landing on its device's current stream after a long spin: every call equals the CPU
+    kernel, so it ran on that stream after they landed (a launch on the other device would
+    fault or read the stale inputs). Each device has its own cached launch and plan."""
+    fresh = sample(op, 1, 9, fixed_dtype=torch.int32)
+    expected = run(op, fresh, "cpu")
+    function = getattr(spec_ops, op)
+    for _ in range(3):
+        for index in (0, 1):
+            static = clone_args(sample(op, 2, 9, fixed_dtype=torch.int32), f"cuda:{index}")
+            landing = clone_args(fresh, f"cuda:{index}")
+            with torch.cuda.device(index):
+                torch.cuda._sleep(SPIN_CYCLES)
+                for dst, src in zip(static, landing):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+            result = function(*static)
+            torch.cuda.synchronize(index)
+            assert_equal_lists(written_and_result(op, static, result), expected)
+
+
+@_TWO_GPUS
+@pytest.mark.parametrize("op", OPS)
+def test_a_thread_per_gpu(op, launch_plans):
+    """Two threads, each with its own GPU current (a serving process per rank does this with a
+    thread per device), call the op at once with their own batch sizes, two in turn, through
+    the public function: every call equals the CPU kernel. The layouts, launches and plans
+    they share are kept per device."""
+    sizes = {0: (3, 9), 1: (9, 5)}
+    batches = {(device, n): sample(op, 30 + n, n, fixed_dtype=torch.int32)
+               for device, ns in sizes.items() for n in ns}
+    expected = {key: run(op, args, "cpu") for key, args in batches.items()}
+    function, wrong = getattr(spec_ops, op), []
+
+    def loop(device):
+        torch.cuda.set_device(device)
+        for _ in range(8):
+            for n in sizes[device]:
+                placed = clone_args(batches[device, n], f"cuda:{device}")
+                try:
+                    result = function(*placed)
+                    torch.cuda.current_stream().synchronize()
+                    assert_equal_lists(written_and_result(op, placed, result),
+                                       expected[device, n])
+                except Exception as error:      # noqa: BLE001 - any exception is a failure
+                    wrong.append(f"cuda:{device}, {n} requests: {type(error).__name__} {error}")
+
+    threads = [threading.Thread(target=loop, args=(device,)) for device in sizes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, wrong[:3]
+
+
+@_TWO_GPUS
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_graph_on_the_second_gpu(op):
+    """With cuda:1 current, a CUDA graph captured around the op on cuda:1 tensors replays with
+    new inputs equal to the CPU kernel."""
+    with torch.cuda.device(1):
+        static = clone_args(sample(op, 0, 9, fixed_dtype=torch.int32), "cuda:1")
+        op_overload(op)(*clone_args(static, "cuda:1"))      # compiles outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            result = op_overload(op)(*static)
+        fresh = sample(op, 1, 9, fixed_dtype=torch.int32)
+        for dst, src in zip(static, fresh):
+            if isinstance(dst, torch.Tensor):
+                assert dst.shape == src.shape
+                dst.copy_(src)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_equal_lists(written_and_result(op, static, result), run(op, fresh, "cpu"))
+
+
+@_TWO_GPUS
+@pytest.mark.parametrize("entry", ["torch.ops", "function"])
+@pytest.mark.parametrize("op", OPS)
+def test_a_tensor_on_the_other_gpu_is_refused(op, entry, launch_plans):
+    """After three valid calls on cuda:0 (the layout known, the launch cached, a plan made for
+    an op that returns nothing), each tensor argument but the first moved to cuda:1 in turn:
+    a ValueError naming it, and nothing written on either device."""
+    function = op_overload(op) if entry == "torch.ops" else getattr(spec_ops, op)
+    args = sample(op, 11, 9, fixed_dtype=torch.int32)
+    for _ in range(3):
+        function(*clone_args(args, "cuda:0"))
+    schema = op_overload(op)._schema.arguments
+    tensors = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+    for index in tensors[1:]:
+        placed = list(clone_args(args, "cuda:0"))
+        placed[index] = placed[index].to("cuda:1")
+        written = [i for i in written_arg_indices(op) if placed[i] is not None]
+        before = [placed[i].clone() for i in written]
+        name = schema[index].name
+        with pytest.raises(ValueError, match=rf"spec_ops\.{op}: all tensors must be on one "
+                                             rf"device; expected {name} on cuda:0"):
+            function(*placed)
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        for i, original in zip(written, before):
+            assert torch.equal(placed[i], original), f"{schema[i].name} written"
