@@ -289,14 +289,15 @@ def written_and_result(op, args, result):
 def test_tensors_on_a_device_other_than_the_current_one(op, entry, launch_plans, monkeypatch):
     """Tensors on cuda:1 while cuda:0 is current, through torch.ops and through the public
     function (its eager shortcut): the kernel compiles for and launches on the tensors' device
-    on the first call, the second (the cached launch) and the third (a replayed plan, for an
-    op that returns nothing), and the current device stays cuda:0."""
+    on the first call, on the next two (the cached launch; for an op that returns nothing, the
+    third makes a launch plan) and on the fourth (that plan replayed), and the current device
+    stays cuda:0."""
     function = op_overload(op) if entry == "torch.ops" else getattr(spec_ops, op)
     args = sample(op, 3, 9, fixed_dtype=torch.int32)
     expected = run(op, args, "cpu")
     replays = count_replays(monkeypatch)
     with torch.cuda.device(0):
-        for _ in range(3):
+        for _ in range(4):
             placed = clone_args(args, "cuda:1")
             result = function(*placed)
             torch.cuda.synchronize(1)
