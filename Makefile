@@ -10,6 +10,8 @@
 #                   (numpy < 2.4: triton 3.6's interpreter needs it)
 #                   (PyPI's torch 2.11 is the CUDA 13 build: ~2.7 GB of wheels with its nvidia-*
 #                   dependencies, 4.6 GB installed; it runs on CPU)
+#   make test-newer the suite on torch 2.14.1 + triton 3.8.0 in .venv-newer (the CUDA 13 build,
+#                   ~5 GB installed; it runs on CPU)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,8 +22,9 @@ TORCH ?= torch==2.13.0
 PYTEST_ARGS ?= -q -n auto --maxprocesses=4 --dist worksteal
 ARGS ?=
 FLOOR = torch==2.11.0 triton==3.6.0 numpy~=2.3.0
+NEWER = torch==2.14.1
 
-.PHONY: venv test example test-floor
+.PHONY: venv test example test-floor test-newer
 
 venv: $(VENV)/.installed
 
@@ -39,6 +42,10 @@ example: venv
 	$(VENV)/bin/python examples/spec_decode.py $(ARGS)
 
 # Fewer hypothesis examples per property (300 by default, half that through the round ops'
-# interpreted kernels): the floor run checks the versions, the default run the properties.
+# interpreted kernels): the floor and newer runs check the versions, the default run the
+# properties.
 test-floor:
 	SPEC_OPS_EXAMPLES=$${SPEC_OPS_EXAMPLES:-50} $(MAKE) test VENV=.venv-floor TORCH='$(FLOOR)'
+
+test-newer:
+	SPEC_OPS_EXAMPLES=$${SPEC_OPS_EXAMPLES:-50} $(MAKE) test VENV=.venv-newer TORCH='$(NEWER)'
