@@ -104,8 +104,9 @@ def _multi_step_kernel(
     BLOCK_SIZE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
-    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    step = tl.program_id(1).to(tl.int64)
+    # Steps along the grid's first axis, which takes 2**31 - 1 programs (the second, 65535).
+    step = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     real = rows < num_reqs
     position = tl.load(positions_ptr + rows, mask=real, other=0).to(tl.int64)
     seq_len = tl.load(seq_lens_ptr + rows, mask=real, other=0).to(tl.int64)
@@ -147,9 +148,9 @@ def launch_mrope_step(positions, block_table, seq_lens, block_size, max_model_le
 def launch_multi_step(positions, block_table, seq_lens, block_size, max_model_len, num_steps,
                       out_positions, out_slot_mapping, out_seq_lens, input_batch_size):
     return _multi_step(
-        cdiv(input_batch_size, BLOCK_R),
+        num_steps,
         (positions, block_table, seq_lens, out_positions, out_slot_mapping, out_seq_lens,
          positions.shape[0], input_batch_size, block_table.stride()[0], block_table.shape[1],
          max_model_len, out_positions.stride()[0], out_slot_mapping.stride()[0],
          out_seq_lens.stride()[0], block_size, BLOCK_R),
-        grid_y=num_steps)
+        grid_y=cdiv(input_batch_size, BLOCK_R))

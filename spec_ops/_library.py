@@ -66,6 +66,7 @@ _profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT el
 # checked path (the measurement scripts that force a layout choice set it).
 _PLANS = os.environ.get("SPEC_OPS_LAUNCH_PLANS", "1") != "0"
 _is_compiling = torch.compiler.is_compiling
+_NEGATIVE = torch._C.DispatchKeySet(torch._C.DispatchKey.Negative)
 # The dispatcher's refusal of an argument of a type the schema does not take (an int past
 # int64 is refused as of type int); raised while converting the arguments, before any kernel.
 _REFUSED = re.compile(r"Expected a value of type '([^']+)' for argument '(\w+)' but instead "
@@ -95,17 +96,16 @@ class EagerEntry:
     converted to C++ values and back). When nothing but that kernel would run, the entry calls
     it directly: not tracing (torch.compile, torch.fx, TorchScript), no profiler, no torch
     function or dispatch mode, every scalar argument a plain int or bool (or None where the
-    schema allows it) as the dispatcher would check, every required tensor matching the
-    layout of an earlier valid CUDA call
-    (``KnownLayouts``: plain CUDA tensors with the same dispatch keys, inference-mode state,
-    dtypes and unit strides) and every optional one a plain tensor. (The dispatched op bumps no
-    version counter either: its kernel writes through Triton, not through torch ops.)
-    Anything else, and
-    every call the first time a layout is seen, goes through the dispatcher. Its only state is
-    immutable tuples replaced whole (the layouts, the launch plans), so threads need no lock.
-    RecordFunction observers that run without the profiler being enabled (a standalone
-    ExecutionTraceObserver) do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every
-    call dispatch.
+    schema allows it) as the dispatcher would check, every required tensor matching the layout
+    of an earlier valid CUDA call (``KnownLayouts``: plain CUDA tensors with the same dispatch
+    keys, inference-mode state, dtypes and unit strides) and every optional one a plain tensor
+    without the negative bit (the kernels read memory; the op's Negative kernel resolves such an
+    input first). (The dispatched op bumps no version counter either: its kernel writes through
+    Triton, not through torch ops.) Anything else, and every call the first time a layout is
+    seen, goes through the dispatcher. Its only state is immutable tuples replaced whole (the
+    layouts, the launch plans), so threads need no lock. RecordFunction observers that run
+    without the profiler being enabled (a standalone ExecutionTraceObserver) do not see shortcut
+    calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
 
     An op that returns nothing also remembers the launch of a call that repeats a recent one
     (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
@@ -147,8 +147,9 @@ class EagerEntry:
                 if key is not None and self.calls.replayed(args, key, self.no_overlap):
                     return None
                 matrices = self.known.match(args)
-                if matrices is not None and (key is not None or not self.optional or all(
-                        args[i] is None or type(args[i]) is _Tensor for i in self.optional)):
+                if matrices is not None and (not self.optional or all(
+                        args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg())
+                        for i in self.optional)):
                     try:
                         return self.run(args, matrices, key)
                     except OverflowError as error:    # Triton's, binding the kernel's ints
@@ -377,8 +378,25 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     def cpu(*args):
         return cpu_kernel(*args, *checked(*args))
 
+    def negative(*args):
+        """A call with a negative view (``torch._neg_view``) among its tensors. The kernels
+        read and write memory, which holds such a tensor's values negated: an input is resolved
+        first (as torch's fallback for the Negative key would), a written tensor refused (the
+        fallback would run the kernel on a resolved copy, then fail to write it back)."""
+        args = list(args)
+        for i, arg_name, written in no_overlap.arguments:
+            t = args[i] if i < len(args) else None
+            if isinstance(t, torch.Tensor) and t.is_neg():
+                if written:
+                    raise TypeError(f"spec_ops.{name}: {arg_name} must not be a negative view "
+                                    f"(torch._neg_view), which the op cannot write through")
+                args[i] = t.resolve_neg()
+        with torch._C._ExcludeDispatchKeyGuard(_NEGATIVE):
+            return op(*args)
+
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
+    LIBRARY.impl(name, negative, "Negative")
     entry = EagerEntry(op, known, matched, no_overlap, calls)
     KERNELS[name] = OpKernels(cuda, cpu, checked, entry)
     return entry

@@ -97,6 +97,15 @@ def at_least(op, name, value, minimum):
         raise ValueError(f"spec_ops.{op}: {name} must fit in int64, got {value}")
 
 
+def fits_int64(op, name, value):
+    """An integer argument with no bound of its own (a token id) within int64, the type the
+    kernel takes it as: checked here, as the dispatcher would, for a call that does not
+    dispatch (Triton's interpreter binds 2**63 ... 2**64 - 1 to an int64 parameter as they
+    are)."""
+    if not -2**63 <= value < 2**63:
+        raise ValueError(f"spec_ops.{op}: {name} must fit in int64, got {value}")
+
+
 def argument_getter(positions):
     """args -> the tuple of the arguments at ``positions`` (one C call for two or more)."""
     if len(positions) > 1:
@@ -369,6 +378,8 @@ def check_copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_
     """Extra: the number of outputs the op writes at most."""
     op = "copy_and_expand_eagle_inputs"
     at_least(op, "num_padding_slots_per_request", num_padding_slots_per_request, 1)
+    fits_int64(op, "padding_token_id", padding_token_id)
+    fits_int64(op, "parallel_drafting_token_id", parallel_drafting_token_id)
     device = device_of(op, "target_token_ids", target_token_ids, verified)
     num_input = vector(op, "target_token_ids", target_token_ids, device, 0, "")
     vector(op, "target_positions", target_positions, device, num_input,
@@ -409,6 +420,7 @@ def check_copy_and_expand_dflash_inputs(next_token_ids, target_positions, out_in
             f"{num_query_per_req - 1} (query q >= 1 of request r writes token index "
             f"r * num_speculative_tokens + q - 1), got {num_speculative_tokens}")
     at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)      # and below 2**63
+    fits_int64(op, "parallel_drafting_token_id", parallel_drafting_token_id)
     device = device_of(op, "next_token_ids", next_token_ids, verified)
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_context = vector(op, "target_positions", target_positions, device, 0, "")
@@ -655,6 +667,8 @@ def check_prepare_parallel_round(sampled_token_ids, discard_request_mask,
     slots = num_padding_slots_per_request
     at_least(op, "num_padding_slots_per_request", slots, 1)
     at_least(op, "num_steps", num_steps, 0)     # before the pairing below reads it
+    fits_int64(op, "padding_token_id", padding_token_id)
+    fits_int64(op, "parallel_drafting_token_id", parallel_drafting_token_id)
     if num_steps > 0 and (slots != 1 or shift_input_ids):
         raise ValueError(
             f"spec_ops.{op}: num_steps > 0 (draft steps, for the draft-model method) needs "
@@ -699,6 +713,7 @@ def check_prepare_dflash_round(sampled_token_ids, discard_request_mask, backup_n
                                num_input_tokens=None, *, verified=False):
     op = "prepare_dflash_round"
     at_least(op, "num_speculative_tokens", num_speculative_tokens, 0)
+    fits_int64(op, "parallel_drafting_token_id", parallel_drafting_token_id)
     num_reqs, device = _check_round_inputs(
         op, sampled_token_ids, discard_request_mask, backup_next_token_ids, cu_num_draft_tokens,
         query_start_loc, block_table, seq_lens, next_token_ids, valid_sampled_tokens_count,

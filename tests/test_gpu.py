@@ -182,6 +182,16 @@ def call_after_landing(function, static, landing):
     return result
 
 
+def test_multi_step_past_the_second_grid_axis_limit():
+    """5.2 with more steps than a grid's second axis takes (65535): the steps run along the
+    first, so the call equals the CPU kernel's instead of failing to launch."""
+    op, num_steps = "eagle_multi_step_slot_mapping", 2**16 + 3
+    args = sample(op, 0, 3, fixed_dtype=torch.int32)
+    outs = tuple(torch.zeros(num_steps, out.shape[1], dtype=out.dtype) for out in args[6:9])
+    args = args[:5] + (num_steps,) + outs + args[9:]
+    assert_equal_lists(run(op, args, "cuda"), run(op, args, "cpu"))
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_call_on_a_side_stream_runs_on_it(op):
     """On a side stream whose inputs land only after a long spin, the op (its kernel already

@@ -225,12 +225,17 @@ def scalar_cases():
 
 def wrong_types(schema_type):
     """(value, error, message fragment) the public function refuses for an argument of the
-    schema type: a string; for an int, also a float, None where it is not optional and a
-    Python int past int64 (a bool takes what the dispatcher converts to one: numbers, None)."""
+    schema type: a string; for an int, also a float, None where it is not optional and Python
+    ints past int64 on either side (below it, an argument with a lower bound may name that
+    bound), 2**63 included: it fits in uint64, which the interpreter binds to an int64
+    parameter without complaint (a bool takes what the dispatcher converts to one: numbers,
+    None)."""
     wrong = [("7", TypeError, "must be of type .*, got str")]
     if "int" in str(schema_type).lower():
         wrong += [(1.5, TypeError, "must be of type .*, got float"),
-                  (2**64, ValueError, "must fit in int64")]
+                  (2**63, ValueError, "must fit in int64"),
+                  (2**64, ValueError, "must fit in int64"),
+                  (-2**63 - 1, ValueError, "must (fit in int64|be >= )")]
         if not isinstance(schema_type, torch.OptionalType):
             wrong.append((None, TypeError, "must be of type .*, got NoneType"))
     return wrong
@@ -272,6 +277,33 @@ def test_parallel_round_steps_need_one_slot_without_shift(slots, shift):
 
 def written_names(op):
     return {op_overload(op)._schema.arguments[i].name for i in written_arg_indices(op)}
+
+
+@pytest.mark.parametrize("backend", ["cpu", ENTRY])
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dtype != torch.bool))
+def test_negative_views(op, index, name, backend, monkeypatch):
+    """A tensor with torch's negative bit (``torch._neg_view``: its memory holds its values
+    negated), through torch.ops on the CPU and through spec_ops.<op> on the Triton backend's
+    device once the layout is known: as an input it is read by its values, the call equal to
+    the plain one (the shortcut to the Triton kernel, which reads memory, must not take it);
+    as a written tensor it is a TypeError naming it, nothing written."""
+    from spec_ops._library import EagerEntry
+    if backend == ENTRY:
+        if not HAS_CUDA:
+            monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+        call(op, place(valid(op), TRITON), TRITON)      # the layout is known from here on
+    if index in written_arg_indices(op):
+        args = place(valid(op), backend)
+        args = replaced(args, index, (-args[index])._neg_view())
+        assert_rejected(op, args, TypeError, name, backend, "must not be a negative view",
+                        place_args=False)
+        return
+    expected = run(op, valid(op), backend)
+    args = place(valid(op), backend)
+    args = replaced(args, index, (-args[index])._neg_view())
+    result = call(op, args, backend)
+    outputs = [args[i] for i in written_arg_indices(op)] + ([] if result is None else [result])
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(outputs, expected, strict=True))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
