@@ -158,11 +158,26 @@ class EagerEntry:
             return self.op(*args)
         try:
             return self.op(*args)
+        except NotImplementedError:     # no kernel for a backend: a sparse or other tensor
+            refused = self._not_strided(args)
+            if refused is None:
+                raise
         except RuntimeError as error:
             refused = self._refused(args, error)
             if refused is None:
                 raise
         raise refused
+
+    def _not_strided(self, args):
+        """The TypeError for the first tensor argument that is not a dense strided tensor
+        (sparse, mkldnn; the dispatcher found no kernel for it), None if every one is."""
+        for i, name, _ in self.no_overlap.arguments:
+            t = args[i] if i < len(args) else None
+            if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_quantized):
+                return TypeError(f"spec_ops.{self.name}: {name} must be a dense (strided) "
+                                 f"tensor, got layout {t.layout}"
+                                 f"{' (quantized)' if t.is_quantized else ''}")
+        return None
 
     def _refused(self, args, error):
         """The TypeError (ValueError for an int past int64) for an argument the dispatcher

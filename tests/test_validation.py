@@ -279,6 +279,21 @@ def written_names(op):
     return {op_overload(op)._schema.arguments[i].name for i in written_arg_indices(op)}
 
 
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
+def test_a_sparse_tensor_is_a_type_error(op, index, name):
+    """spec_ops.<op> turns the dispatcher's NotImplementedError for a tensor it has no kernel
+    for (sparse here) into a TypeError naming the argument; nothing has run."""
+    args = place(valid(op), ENTRY)
+    args = replaced(args, index, args[index].to_sparse())
+    dense = [t.to_dense() if isinstance(t, torch.Tensor) else t for t in args]
+    before = [dense[i].clone() for i in written_arg_indices(op) if dense[i] is not None]
+    with pytest.raises(TypeError, match=rf"spec_ops\.{op}: {name} must be a dense \(strided\) "
+                                        "tensor, got layout torch.sparse_coo"):
+        call(op, args, ENTRY)
+    after = [args[i].to_dense() for i in written_arg_indices(op) if args[i] is not None]
+    assert all(map(torch.equal, after, before))
+
+
 @pytest.mark.parametrize("backend", ["cpu", ENTRY])
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dtype != torch.bool))
 def test_negative_views(op, index, name, backend, monkeypatch):
