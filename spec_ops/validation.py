@@ -87,23 +87,20 @@ def _device_error(op, name, t, device):
                      f"{device} (the first tensor's), got {t.device}")
 
 
-def at_least(op, name, value, minimum):
-    """``minimum <= value`` and, as every integer argument a kernel takes is int64, value <
-    2**63 (the dispatcher refuses a larger int; a call that does not dispatch is checked
-    here, before the launch would try to bind or compile it)."""
-    if value < minimum:
-        raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
-    if value >= 2**63:
-        raise ValueError(f"spec_ops.{op}: {name} must fit in int64, got {value}")
-
-
 def fits_int64(op, name, value):
-    """An integer argument with no bound of its own (a token id) within int64, the type the
-    kernel takes it as: checked here, as the dispatcher would, for a call that does not
-    dispatch (Triton's interpreter binds 2**63 ... 2**64 - 1 to an int64 parameter as they
-    are)."""
+    """An integer argument within int64, the type every kernel takes its ints as: checked
+    here, as the dispatcher would, for a call that does not dispatch, before the launch would
+    try to bind or compile it (Triton's interpreter binds 2**63 ... 2**64 - 1 to an int64
+    parameter as they are)."""
     if not -2**63 <= value < 2**63:
         raise ValueError(f"spec_ops.{op}: {name} must fit in int64, got {value}")
+
+
+def at_least(op, name, value, minimum):
+    """``minimum <= value``, and within int64 (``fits_int64``)."""
+    if value < minimum:
+        raise ValueError(f"spec_ops.{op}: {name} must be >= {minimum}, got {value}")
+    fits_int64(op, name, value)
 
 
 def argument_getter(positions):
