@@ -44,6 +44,18 @@ from ._launch import (
 )
 
 DECODE_BLOCK = 128     # lanes per program without a query program (the layout measured above)
+# Queries per tile at most. A request's Q queries are one tile of next_power_of_2(Q) lanes up to
+# this; a larger Q takes tiles of this many in a loop (the per-request layout only), since a
+# tile of Q lanes compiles slowly past a few thousand (51 s for Q = 8192 in the row layout's
+# [8, Q] tile) and not at all past Triton's 2**20 elements.
+MAX_BLOCK_Q = 64
+
+
+def query_block(num_query):
+    """(BLOCK_Q, MORE_QUERIES): the query tile's lanes, and whether a loop of further tiles
+    follows it."""
+    block = next_power_of_2(num_query)
+    return min(block, MAX_BLOCK_Q), block > MAX_BLOCK_Q
 
 
 @triton.jit
@@ -70,12 +82,12 @@ def context_tokens(target_positions_ptr, out_context_positions_ptr, out_context_
 
 @triton.jit
 def query_slots(block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
-                num_query_per_req, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
+                num_query_per_req, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr, first=0):
     """Request req's query tokens, loads only: (q, is_query, out index, position, slot) for
-    queries q at the positions after last_position (none when num_query_per_req is 0).
-    Per-request values may be [ROWS, 1] columns (the row layout): every query of every row
-    at once."""
-    q = tl.arange(0, BLOCK_Q)
+    queries q in [first, first + BLOCK_Q) at the positions after last_position (none when
+    num_query_per_req is 0). Per-request values may be [ROWS, 1] columns (the row layout):
+    every query of every row at once."""
+    q = first + tl.arange(0, BLOCK_Q)
     is_query = q < num_query_per_req
     out = req * num_query_per_req + q
     position = last_position + 1 + q
@@ -102,7 +114,8 @@ def store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr
 def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
                   out_token_indices_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
                   req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
-                  num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
+                  num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
+                  MORE_QUERIES: tl.constexpr):
     """Request req's query tokens r * Q + q: [next token, mask, mask, ...] at the positions
     after last_position (none when num_query_per_req is 0)."""
     q, is_query, out, position, slot = query_slots(
@@ -111,6 +124,27 @@ def write_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr
     store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
                   out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
                   num_speculative_tokens, q, is_query, out, position, slot)
+    if MORE_QUERIES:
+        more_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                     out_token_indices_ptr, block_table_ptr, block_table_row_stride,
+                     num_block_cols, req, next_token, last_position, parallel_drafting_token_id,
+                     num_query_per_req, num_speculative_tokens, BLOCK_SIZE, BLOCK_Q)
+
+
+@triton.jit
+def more_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                 out_token_indices_ptr, block_table_ptr, block_table_row_stride, num_block_cols,
+                 req, next_token, last_position, parallel_drafting_token_id, num_query_per_req,
+                 num_speculative_tokens, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Request req's queries past its first BLOCK_Q (query_block's MORE_QUERIES), a tile at a
+    time."""
+    for first in range(BLOCK_Q, num_query_per_req, BLOCK_Q):
+        q, is_query, out, position, slot = query_slots(
+            block_table_ptr, block_table_row_stride, num_block_cols, req, last_position,
+            num_query_per_req, BLOCK_SIZE, BLOCK_Q, first)
+        store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                      out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
+                      num_speculative_tokens, q, is_query, out, position, slot)
 
 
 @spec_kernel
@@ -130,7 +164,7 @@ def _copy_and_expand_dflash_inputs_kernel(
     parallel_drafting_token_id: tl.int64, num_query_per_req: tl.int64,
     num_speculative_tokens: tl.int64,
     HAS_REJECTED: tl.constexpr, QUERY_PROGRAM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
+    BLOCK_Q: tl.constexpr, MORE_QUERIES: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
@@ -163,7 +197,7 @@ def _copy_and_expand_dflash_inputs_kernel(
                       out_token_indices_ptr, block_table_ptr, block_table_row_stride,
                       num_block_cols, req, next_token, last_position,
                       parallel_drafting_token_id, num_query_per_req, num_speculative_tokens,
-                      BLOCK_SIZE, BLOCK_Q)
+                      BLOCK_SIZE, BLOCK_Q, MORE_QUERIES)
 
 
 @triton.jit
@@ -273,8 +307,8 @@ def launch_copy_and_expand_dflash_inputs(
     num_context = target_positions.shape[0]
     has_rejected = num_rejected_tokens is not None
     rejected = num_rejected_tokens if has_rejected else query_start_loc
-    block_q = next_power_of_2(num_query_per_req)
-    cols = row_cols(num_context, num_reqs)
+    block_q, more = query_block(num_query_per_req)
+    cols = None if more else row_cols(num_context, num_reqs)
     if cols is not None:
         return _copy_and_expand_dflash_inputs_rows(
             cdiv(num_reqs, ROW_GROUP),
@@ -293,5 +327,5 @@ def launch_copy_and_expand_dflash_inputs(
          out_token_indices, block_table, query_start_loc, rejected, num_context,
          block_table.stride()[0], block_table.shape[1], parallel_drafting_token_id,
          num_query_per_req, num_speculative_tokens, has_rejected, query_program, block_size,
-         block_q, PER_REQUEST_BLOCK if query_program else DECODE_BLOCK),
+         block_q, more, PER_REQUEST_BLOCK if query_program else DECODE_BLOCK),
         grid_y=context_programs + query_program)

@@ -60,7 +60,14 @@ from ._launch import (
     pdl_prologue,
     spec_kernel,
 )
-from .dflash import context_slots, context_tokens, query_slots, store_queries
+from .dflash import (
+    context_slots,
+    context_tokens,
+    more_queries,
+    query_block,
+    query_slots,
+    store_queries,
+)
 from .draft_step import _advance
 from .expand import (
     expanded_entries,
@@ -1168,7 +1175,7 @@ def _prepare_dflash_round_kernel(
     vocab_size: tl.int64, parallel_drafting_token_id: tl.int64,
     num_speculative_tokens: tl.int64,
     NUM_COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_Q: tl.constexpr,
-    BLOCK: tl.constexpr, PDL: tl.constexpr,
+    MORE_QUERIES: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_prologue(PDL)
     req = tl.program_id(0).to(tl.int64)
@@ -1207,6 +1214,11 @@ def _prepare_dflash_round_kernel(
     store_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
                   out_token_indices_ptr, req, next_token, parallel_drafting_token_id,
                   num_speculative_tokens, q, is_query, out, query_position, query_slot)
+    if MORE_QUERIES:
+        more_queries(out_input_ids_ptr, out_query_positions_ptr, out_query_slot_ptr,
+                     out_token_indices_ptr, block_table_ptr, block_table_row_stride,
+                     num_block_cols, req, next_token, last_position, parallel_drafting_token_id,
+                     tl.where(head, num_query, 0), num_speculative_tokens, BLOCK_SIZE, BLOCK_Q)
     tl.store(next_token_ptr + req, next_token, mask=head)
     tl.store(valid_count_ptr + req, count, mask=head)
     tl.store(out_query_start_loc_ptr + req, req * num_query, mask=head)
@@ -1430,6 +1442,6 @@ def launch_prepare_dflash_round(
     if split is not None:
         return _launch_lanes(_prepare_dflash_round_lanes, num_reqs, lanes, split, args)
     return _prepare_dflash_round(max(num_reqs, 1),
-                                 (*args, next_power_of_2(num_speculative_tokens + 1),
+                                 (*args, *query_block(num_speculative_tokens + 1),
                                   PER_REQUEST_BLOCK),
                                  grid_y=num_chunks(num_context, num_reqs))

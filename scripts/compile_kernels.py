@@ -6,10 +6,10 @@ machine: Triton's front end, LLVM and its bundled ptxas run on the CPU, no GPU n
 The CPU test suite runs the Triton kernels in Triton's interpreter, which executes them as
 NumPy code and does not check what the compiler checks (a loop-carried value must keep its
 type, for one). This compiles, to a cubin, each (kernel, tensor dtypes, constexprs, num_warps)
-that warm-up launches for a K = 3 configuration with the production dtypes and with every
-integer tensor int64, exactly as the launcher would (no value or alignment specialization,
-PDL on), and exits non-zero naming every variant that fails. tests/test_compile_kernels.py
-runs it in CI.
+that warm-up launches for K = 3 and K = 100 configurations with the production dtypes and with
+every integer tensor int64, exactly as the launcher would (no value or alignment
+specialization, PDL on), and exits non-zero naming every variant that fails.
+tests/test_compile_kernels.py runs it in CI.
 """
 
 import os
@@ -31,8 +31,10 @@ import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS  # noqa: E402
 from spec_ops._triton._launch import LAUNCHERS, Launcher  # noqa: E402
 
-CONFIG = dict(vocab_size=100, block_size=16, num_speculative_tokens=3, max_model_len=128,
-              max_num_reqs=300)
+CONFIG = dict(vocab_size=100, block_size=16, max_model_len=128, max_num_reqs=300)
+# K = 3, and a K past the tiles and unrolled loops sized by it (1.4's queries, the sampled
+# columns), whose kernels take loops instead.
+NUM_SPECULATIVE_TOKENS = (3, 100)
 DTYPE_SETS = ({}, dict.fromkeys(("token_ids", "positions", "block_table", "counts",
                                  "slot_mapping"), torch.int64))
 POINTER_TYPES = {torch.int32: "*i32", torch.int64: "*i64", torch.bool: "*i1"}
@@ -66,8 +68,10 @@ def variants():
     Launcher.__call__ = record
     warmup_module._call = lambda op, *args: KERNELS[op].triton(*args)
     try:
-        for dtypes in DTYPE_SETS:
-            spec_ops.warmup("cpu", **CONFIG, dtypes=dtypes)
+        for num_speculative_tokens in NUM_SPECULATIVE_TOKENS:
+            for dtypes in DTYPE_SETS:
+                spec_ops.warmup("cpu", **CONFIG, num_speculative_tokens=num_speculative_tokens,
+                                dtypes=dtypes)
     finally:
         Launcher.__call__ = original
         warmup_module._call = original_call

@@ -129,7 +129,7 @@ def rejection_sampler_output(rng, num_reqs, num_cols, vocab_size):
 
 def sample_next_token(rng, num_reqs):
     vocab_size = scalars(rng).choice((50, 100, 32000))
-    num_cols = scalars(rng).randint(1, 6)
+    num_cols = num_drafts(rng, 1, 6)
     return (rejection_sampler_output(rng, num_reqs, num_cols, vocab_size),
             torch.tensor([rng.random() < 0.2 for _ in range(num_reqs)], dtype=torch.bool),
             ints(rng, [rng.randrange(vocab_size) for _ in range(num_reqs)]),
@@ -187,8 +187,16 @@ def sample_copy_and_expand(rng, num_reqs):
             ints(rng, query_end), padding_id, parallel_id, slots, shift)
 
 
+def num_drafts(rng, low, high):
+    """K (1.4: Q) drawn from [low, high], or from [65, 150] with many_drafts: past the tiles
+    and unrolled loops the kernels size by it (a loop of tiles of queries, the sampled
+    columns read in a loop)."""
+    return scalars(rng).randint(*((65, 150) if getattr(rng, "many_drafts", False)
+                                  else (low, high)))
+
+
 def sample_dflash(rng, num_reqs):
-    num_query = scalars(rng).randint(1, 5)
+    num_query = num_drafts(rng, 1, 5)
     num_spec = num_query - 1 + scalars(rng).choice((0, 0, 1))
     block_size = scalars(rng).choice((1, 4, 16))
     parallel_id = scalars(rng).randint(1000, 1005)
@@ -326,7 +334,8 @@ def _verified_batch(rng, num_reqs, num_spec):
     """
     vocab_size = scalars(rng).choice((50, 100, 32000))
     long_requests = getattr(rng, "long_requests", False)
-    max_model_len = 1024 if long_requests else scalars(rng).choice((24, 64, 200))
+    max_model_len = (1024 if long_requests or getattr(rng, "many_drafts", False)
+                     else scalars(rng).choice((24, 64, 200)))
     if scalars(rng).random() < 0.15:
         num_spec = 0                                    # nobody drafted: W = 1, cu all zero
     rows, drafts, lengths = [], [], []
@@ -378,7 +387,7 @@ def _num_steps(rng, usual):
 
 
 def sample_eagle_round(rng, num_reqs):
-    num_spec = scalars(rng).randint(1, 4)
+    num_spec = num_drafts(rng, 1, 4)
     num_steps = _num_steps(rng, num_spec - 1)
     block_size = scalars(rng).choice((1, 4, 16))
     (sampled, discard, backup, cu, qsl, positions, seq_lens, vocab_size,
@@ -399,7 +408,7 @@ def sample_eagle_round(rng, num_reqs):
 def sample_parallel_round(rng, num_reqs):
     """The draft-model method (S = 1, draft steps), PARD (S = K) or P-EAGLE (S = K, shift)."""
     method = scalars(rng).choice(("draft model", "pard", "parallel drafting"))
-    num_spec = scalars(rng).randint(1, 4)
+    num_spec = num_drafts(rng, 1, 4)
     slots = 1 if method == "draft model" else num_spec
     shift = method == "parallel drafting"
     num_steps = _num_steps(rng, num_spec - 1) if method == "draft model" else 0
@@ -423,7 +432,7 @@ def sample_parallel_round(rng, num_reqs):
 
 
 def sample_dflash_round(rng, num_reqs):
-    num_spec = scalars(rng).randint(1, 4)
+    num_spec = num_drafts(rng, 1, 4)
     num_query = num_spec + 1
     block_size = scalars(rng).choice((1, 4, 16))
     parallel_id = scalars(rng).randint(1000, 1005)
@@ -464,7 +473,7 @@ EMPTY_REQUEST_OPS = ("copy_and_expand_eagle_inputs", "copy_and_expand_dflash_inp
 
 
 def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_requests=False,
-           empty_requests=False):
+           empty_requests=False, many_drafts=False):
     """The op's arguments; ``fixed_dtype`` selects FixedLayoutRandom, ``uniform_dtype`` one
     dtype (drawn from the seed) for every integer tensor, ``long_requests`` 100-300 tokens per
     request (several chunks per program), or "some": a few such requests among short ones, or
@@ -480,6 +489,7 @@ def sample(op, seed, num_reqs, fixed_dtype=None, uniform_dtype=False, long_reque
         rng = random.Random(seed)
     rng.long_requests = long_requests
     rng.empty_requests = empty_requests
+    rng.many_drafts = many_drafts
     return SAMPLERS[op](rng, num_reqs)
 
 

@@ -73,6 +73,22 @@ def test_a_few_long_requests_among_short_ones(op, seed):
                               long_requests="some"))
 
 
+# The ops whose kernels size a tile or an unrolled loop by K: 1.4's queries, the sampled
+# columns of 1.1, 5.1 and the round ops.
+MANY_DRAFTS_OPS = ("eagle_prepare_next_token_padded", "prepare_padded_draft_inputs",
+                   "copy_and_expand_dflash_inputs", *ROUND_OPS)
+
+
+@pytest.mark.parametrize("num_reqs", [3, 40])
+@pytest.mark.parametrize("op", MANY_DRAFTS_OPS)
+def test_more_drafts_than_one_tile(op, num_reqs):
+    """K (1.4: Q) of 65-150: queries past one tile of them, sampled columns read in a loop
+    rather than unrolled, draft steps past one vector of step lanes; R = 40 a decode-sized
+    batch, whose row and lanes layouts such a K leaves."""
+    check_all_ways(op, sample(op, num_reqs, num_reqs, uniform_dtype=TRITON == "cuda",
+                              many_drafts=True))
+
+
 @pytest.mark.parametrize("op", EMPTY_REQUEST_OPS)
 @settings(max_examples=min(settings().max_examples, 50))
 @given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(1, 12))
