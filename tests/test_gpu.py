@@ -192,6 +192,24 @@ def test_multi_step_past_the_second_grid_axis_limit():
     assert_equal_lists(run(op, args, "cuda"), run(op, args, "cpu"))
 
 
+@pytest.mark.parametrize("with_rejected", [False, True])
+def test_dflash_queries_past_the_largest_tile(with_rejected):
+    """1.4 with Q = 2^20 + 3 queries per request, more than a Triton tensor holds: its
+    queries go in a loop of tiles, and the call equals the CPU kernel's."""
+    num_reqs, num_query = 2, 2**20 + 3
+    args = list(sample(_DFLASH, 3, num_reqs, fixed_dtype=torch.int64))
+    for i, size in ((2, num_reqs * num_query), (4, num_reqs * num_query),
+                    (6, num_reqs * num_query), (7, num_reqs * (num_query - 1))):
+        args[i] = torch.full((size,), -7, dtype=args[i].dtype)
+    block_size = args[12]
+    args[8] = torch.arange(num_reqs * (num_query // block_size + 200),
+                           dtype=args[8].dtype).reshape(num_reqs, -1)
+    if with_rejected:
+        args[10] = torch.zeros(num_reqs, dtype=torch.int64)
+    args[13], args[14] = num_query, num_query - 1
+    assert_equal_lists(run(_DFLASH, args, "cuda"), run(_DFLASH, args, "cpu"))
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_call_on_a_side_stream_runs_on_it(op):
     """On a side stream whose inputs land only after a long spin, the op (its kernel already
