@@ -24,6 +24,7 @@ from .validation import (
     OverlapCheck,
     TensorGuards,
     argument_getter,
+    fits_int64,
     is_tensor_type,
 )
 
@@ -198,9 +199,11 @@ class EagerEntry:
         conversion would have refused and the launch could not pass (``error`` otherwise).
         Raised before anything launches."""
         for i, name in self.scalar_names:
-            value = args[i]
-            if type(value) is int and not -2**63 <= value < 2**63:
-                return ValueError(f"spec_ops.{self.name}: {name} must fit in int64, got {value}")
+            if type(args[i]) is int:
+                try:
+                    fits_int64(self.name, name, args[i])
+                except ValueError as beyond:
+                    return beyond
         return error
 
 
