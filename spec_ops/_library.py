@@ -73,6 +73,7 @@ _NEGATIVE = torch._C.DispatchKeySet(torch._C.DispatchKey.Negative)
 _REFUSED = re.compile(r"Expected a value of type '([^']+)' for argument '(\w+)' but instead "
                       r"found type '(\w+)'")
 _Tensor = torch.Tensor
+_STRIDED = torch.strided
 
 
 def _scalar_arguments(schema):
@@ -99,14 +100,15 @@ class EagerEntry:
     function or dispatch mode, every scalar argument a plain int or bool (or None where the
     schema allows it) as the dispatcher would check, every required tensor matching the layout
     of an earlier valid CUDA call (``KnownLayouts``: plain CUDA tensors with the same dispatch
-    keys, inference-mode state, dtypes and unit strides) and every optional one a plain tensor
-    without the negative bit (the kernels read memory; the op's Negative kernel resolves such an
-    input first). (The dispatched op bumps no version counter either: its kernel writes through
-    Triton, not through torch ops.) Anything else, and every call the first time a layout is
-    seen, goes through the dispatcher. Its only state is immutable tuples replaced whole (the
-    layouts, the launch plans), so threads need no lock. RecordFunction observers that run
-    without the profiler being enabled (a standalone ExecutionTraceObserver) do not see shortcut
-    calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
+    keys, inference-mode state, dtypes and unit strides) and every optional one a plain dense
+    tensor without the negative bit (the kernels read memory; the op's Negative kernel resolves
+    such an input first, the dispatcher refuses a sparse one). (The dispatched op bumps no
+    version counter either: its kernel writes through Triton, not through torch ops.) Anything
+    else, and every call the first time a layout is seen, goes through the dispatcher. Its only
+    state is immutable tuples replaced whole (the layouts, the launch plans), so threads need no
+    lock. RecordFunction observers that run without the profiler being enabled (a standalone
+    ExecutionTraceObserver) do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every
+    call dispatch.
 
     An op that returns nothing also remembers the launch of a call that repeats a recent one
     (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
@@ -149,7 +151,8 @@ class EagerEntry:
                     return None
                 matrices = self.known.match(args)
                 if matrices is not None and (not self.optional or all(
-                        args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg())
+                        args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg()
+                                            and args[i].layout is _STRIDED)
                         for i in self.optional)):
                     try:
                         return self.run(args, matrices, key)
