@@ -26,6 +26,7 @@ from .validation import (
     argument_getter,
     fits_int64,
     is_tensor_type,
+    writable_outside_inference_mode,
 )
 
 LIBRARY = torch.library.Library("spec_ops", "DEF")
@@ -352,8 +353,10 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     known = KnownLayouts.for_schema(op._schema)
 
     def checked(*args, fake=False):
-        """The whole check, as the fake runs it."""
+        """The whole check, as the fake runs it (the fake without the inference-tensor one)."""
         extras = check(*args)
+        if not fake:
+            writable_outside_inference_mode(name, no_overlap.arguments, args)
         no_overlap(args, fake)
         return extras
 
@@ -391,6 +394,9 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         if matrices is not None:
             return matched(args, matrices, key)
         extras = check(*args)
+        # Before the layout is remembered: a call that matches it (its guard covers the
+        # tensors' inference state and the mode's) skips this.
+        writable_outside_inference_mode(name, no_overlap.arguments, args)
         known.remember(args)
         no_overlap(args)
         result = cuda_kernel(*args, *extras)

@@ -186,6 +186,19 @@ _dim = torch.Tensor.dim
 _nbytes = operator.attrgetter("nbytes")
 
 
+def writable_outside_inference_mode(op, arguments, args):
+    """Outside ``torch.inference_mode`` an inference tensor (one made inside it) cannot be
+    updated in place, torch's rule: a written one is a TypeError naming it, raised before
+    anything runs (a CPU kernel would fail part way, having written the outs before it, and
+    the Triton kernels write memory without asking). ``arguments``: OverlapCheck's."""
+    if torch.is_inference_mode_enabled():
+        return
+    for i, name, written in arguments:
+        if written and args[i] is not None and args[i].is_inference():
+            raise TypeError(f"spec_ops.{op}: {name} is an inference tensor (made under "
+                            f"torch.inference_mode), which cannot be written outside it")
+
+
 class OverlapCheck:
     """Rejects a call in which a written tensor shares memory with any other tensor argument.
 

@@ -9,7 +9,7 @@ import torch
 
 from backends import (BACKENDS, ENTRY, HAS_CUDA, TRITON, call, interpreted_launches_take_turns,
                       place, run)
-from samples import OPS, arg_names, op_overload, sample, written_arg_indices
+from samples import OPS, arg_names, clone_args, op_overload, sample, written_arg_indices
 from spec_ops import validation
 
 NUM_REQS = 5
@@ -323,6 +323,36 @@ def test_negative_views(op, index, name, backend, monkeypatch):
     args = place(valid(op), backend)
     args = replaced(args, index, (-args[index])._neg_view())
     result = call(op, args, backend)
+    outputs = [args[i] for i in written_arg_indices(op)] + ([] if result is None else [result])
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(outputs, expected, strict=True))
+
+
+def _written_cases():
+    return [(op, i, name) for op, i, name in all_cases(lambda t: True)
+            if i in written_arg_indices(op)]
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
+@pytest.mark.parametrize("op,index,name", _written_cases())
+def test_an_inference_tensor_written_outside_inference_mode(op, index, name, backend,
+                                                             monkeypatch):
+    """An out made under torch.inference_mode, the call outside it: a TypeError naming it,
+    nothing written (torch refuses in-place updates of inference tensors there; the CPU kernel
+    would fail part way, the Triton kernel write it), also once valid calls made the layout
+    known. Inside inference mode the call equals the plain one."""
+    from spec_ops._library import EagerEntry
+    if backend == ENTRY and not HAS_CUDA:
+        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    args = place(valid(op), backend)
+    with torch.inference_mode():     # the same layout (a row-strided view stays one)
+        args = replaced(args, index, *clone_args((args[index],), args[index].device))
+    assert args[index].is_inference()
+    assert_rejected(op, args, TypeError, name, backend, "inference tensor", place_args=False)
+    plain = valid(op)
+    expected = run(op, plain, backend)
+    with torch.inference_mode():
+        args = place(plain, backend)
+        result = call(op, args, backend)
     outputs = [args[i] for i in written_arg_indices(op)] + ([] if result is None else [result])
     assert all(torch.equal(a.cpu(), b) for a, b in zip(outputs, expected, strict=True))
 
