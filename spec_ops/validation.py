@@ -568,6 +568,13 @@ def check_compute_new_slot_mapping(block_table, query_start_loc, new_positions,
     device = device_of(op, "block_table", block_table, verified)
     num_reqs = vector(op, "query_start_loc", query_start_loc, device, 1, "num_reqs + 1") - 1
     num_entries = vector(op, "new_positions", new_positions, device, 0, "")
+    # Request r owns qsl[r + 1] - qsl[r] + num_new_tokens entries and they add up to
+    # new_positions.shape[0]: with query_start_loc never decreasing, R * num_new_tokens at most.
+    if num_reqs * num_new_tokens > num_entries:
+        raise ValueError(
+            f"spec_ops.{op}: num_new_tokens must be <= new_positions.shape[0] / num_reqs = "
+            f"{num_entries} / {num_reqs} (each request owns its query_start_loc span plus "
+            f"num_new_tokens entries of new_positions), got {num_new_tokens}")
     vector(op, "is_rejected_token_mask", is_rejected_token_mask, device, num_entries,
            "new_positions.shape[0]", EXACT, MASK_DTYPES)
     matrix(op, "block_table", block_table, device, num_reqs, min(num_reqs, 1),

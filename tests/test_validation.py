@@ -216,6 +216,23 @@ def test_bad_scalar(op, index, value, name, backend):
     assert_rejected(op, replaced(args, index, value), ValueError, name, backend, "must be >=")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("excess", [1, 2**62, 2**63 - 1])
+def test_more_new_tokens_than_new_positions_holds(excess, backend):
+    """1.7: request r owns qsl[r + 1] - qsl[r] + num_new_tokens entries of new_positions, so
+    num_new_tokens past new_positions.shape[0] / R is a ValueError naming it (before, a value
+    near 2^63 left entries of the result unwritten on the Triton kernel); at the bound the call
+    is valid."""
+    op = "compute_new_slot_mapping"
+    args = valid(op)
+    num_reqs, num_entries = args[1].shape[0] - 1, args[2].shape[0]
+    bound = num_entries // num_reqs
+    call(op, place(replaced(args, 5, bound), backend), backend)
+    value = bound + excess if excess == 1 else excess
+    assert_rejected(op, replaced(args, 5, value), ValueError, "num_new_tokens", backend,
+                    "must be <= new_positions.shape")
+
+
 def scalar_cases():
     """(op, index, name, schema type) of every scalar argument of every op."""
     return [(op, i, arg.name, arg.type) for op in OPS
