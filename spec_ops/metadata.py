@@ -7,6 +7,8 @@ adapters then leave them None instead of adding CPU work to the graph.
 """
 
 import dataclasses
+import inspect
+import types
 from typing import Any, Callable, Optional
 
 import torch
@@ -104,14 +106,29 @@ def _on_device(bound=None):
     return _Change(None, bound)
 
 
+def _batch_size(cad):
+    """B, the number of requests cad describes: seq_lens.shape[0] (what batch_size() gives;
+    read from the field, so that metadata without the method works too)."""
+    return cad.seq_lens.shape[0]
+
+
+_ABSENT = object()
+
+
 def _carried(cad, name):
-    """cad's field ``name``, or None when cad has no such field. Never a property: the engine's
-    deprecated ``seq_lens_cpu`` property copies seq_lens from the device (a sync) when read."""
+    """cad's field ``name``, or None when cad has no such field. Never a property or other
+    computed attribute: the engine's deprecated ``seq_lens_cpu`` property copies seq_lens from
+    the device (a sync) when read. A dataclass's fields; for another class, what its instances,
+    class body or ``__slots__`` hold."""
     if dataclasses.is_dataclass(cad):
         names = {field.name for field in dataclasses.fields(cad)}
-    else:
-        names = vars(cad)
-    return getattr(cad, name) if name in names else None
+        return getattr(cad, name) if name in names else None
+    raw = inspect.getattr_static(cad, name, _ABSENT)
+    if isinstance(raw, types.MemberDescriptorType):     # a __slots__ field (None while unset)
+        return getattr(cad, name, None)
+    if raw is _ABSENT or hasattr(type(raw), "__get__"):     # absent, or computed when read
+        return None
+    return raw
 
 
 def _rebuild(cad, changes, **fields):
@@ -162,7 +179,7 @@ def _step_bound(max_model_len, num_steps=1):
 def _extend(cad, num_new_tokens, query_start_loc, seq_lens, slot_mapping):
     """cad with every query and sequence longer by num_new_tokens; the computed tokens stay
     (queries and sequences grow together)."""
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     n = num_new_tokens
     return _rebuild(
         cad,
@@ -183,7 +200,7 @@ def extend_all_queries_by_N(cad, N, arange, new_slot_mapping):  # noqa: N802,N80
     arange: a device int tensor [>= B + 1] with arange[i] = i (the caller's persistent buffer).
     new_slot_mapping: the slot mapping of the extended tokens (1.7's result).
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     return _extend(cad, N,
                    _as(cad.query_start_loc, cad.query_start_loc + N * arange[: batch + 1]),
                    cad.seq_lens + N, new_slot_mapping)
@@ -198,7 +215,7 @@ def parallel_round_metadata(cad, num_new_tokens, out_query_start_loc, out_seq_le
     out_seq_lens[:R], slot_mapping = out_slot_mapping[:T + R * N]. Host fields and twins as
     extend_all_queries_by_N.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     return _extend(cad, num_new_tokens, out_query_start_loc[: batch + 1], out_seq_lens[:batch],
                    out_slot_mapping[: cad.num_actual_tokens + batch * num_new_tokens])
 
@@ -209,7 +226,7 @@ def _dflash(cad, num_query_per_req, query_start_loc, seq_lens, slot_mapping, dro
     if _carried(cad, "causal") is None:
         raise TypeError(f"spec_ops: cad ({type(cad).__name__}) has no causal field, and the "
                         f"DFlash query pass is not causal: metadata for it needs causal=False")
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     q = num_query_per_req
     grow = _on_host(lambda cpu: cpu + q)
     return _rebuild(
@@ -237,7 +254,7 @@ def dflash_query_metadata(cad, arange, num_query_per_req, out_query_slot_mapping
     seq_lens drop the rejected tokens (when given) and grow by Q; the slot mapping is the
     first R * Q entries of out_query_slot_mapping; the block table is unchanged.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     q = num_query_per_req
     seq_lens = cad.seq_lens
     if num_rejected_tokens is not None:
@@ -253,7 +270,7 @@ def dflash_round_metadata(cad, num_query_per_req, out_query_start_loc, out_seq_l
     tokens dropped on the device), slot_mapping = out_query_slot_mapping[:R * Q],
     causal=False; host fields as dflash_query_metadata's with num_rejected_tokens.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     q = num_query_per_req
     return _dflash(cad, q, out_query_start_loc[: batch + 1], out_seq_lens[:batch],
                    out_query_slot_mapping[: batch * q], drops_rejected=True)
@@ -265,7 +282,7 @@ def draft_decode_metadata(cad, arange, num_rejected_tokens=None):
     With a padded drafter batch, pass num_rejected_tokens (1.2's output): the rejected tokens
     leave each sequence. The step op then advances seq_lens in place.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     drops_rejected = num_rejected_tokens is not None
     seq_lens = cad.seq_lens
     # One query token per request: the computed tokens become seq_lens - 1.
@@ -291,7 +308,7 @@ def advance_draft_step_metadata(cad, out_slot_mapping, max_model_len, seq_lens=N
     out_seq_lens as seq_lens. Whether a row reached max_model_len follows from its position,
     which only the device holds, so exact seq_lens twins become None.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     return _rebuild(
         cad,
         # One query token per request: the computed tokens are seq_lens - 1, on the device.
@@ -310,7 +327,7 @@ def advance_mrope_draft_step_metadata(cad, out_slot_mapping, max_model_len):
     once t reaches max_model_len) follow from the old ones alone, so the host computes them,
     and the computed tokens (seq_lens - 1 with one query token) with them.
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
 
     def step(seq_lens):
         return torch.where(seq_lens >= max_model_len, 1, seq_lens + 1)
@@ -335,7 +352,7 @@ def draft_step_metadata(cad, step, arange, out_step_slot_mapping, out_step_seq_l
     1, max_model_len). slot_mapping = out_step_slot_mapping[step, :R], seq_lens =
     out_step_seq_lens[step, :R].
     """
-    batch = cad.batch_size()
+    batch = _batch_size(cad)
     return _rebuild(
         cad,
         {"query_start_loc": _on_host(lambda cpu: _cpu_arange(batch + 1, cpu)),

@@ -349,6 +349,10 @@ def warmup(device, *, vocab_size, block_size, num_speculative_tokens, max_model_
     unknown = sorted(set(ops) - set(registered))
     if unknown:
         raise ValueError(f"spec_ops.warmup: unknown ops {unknown}; known: {sorted(registered)}")
+    unknown = sorted(set(dtypes or {}) - set(PRODUCTION_DTYPES))
+    if unknown:
+        raise ValueError(f"spec_ops.warmup: unknown dtype kinds {unknown}; known: "
+                         f"{sorted(PRODUCTION_DTYPES)}")
     inputs = _Inputs(device, {**PRODUCTION_DTYPES, **(dtypes or {})}, vocab_size, block_size,
                      num_speculative_tokens, max_model_len)
     report = []

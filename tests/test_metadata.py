@@ -155,6 +155,70 @@ def test_dflash_adapters_need_a_causal_field():
     assert spec_ops.dflash_query_metadata(ours, arange(), 2, slots).causal is False
 
 
+_FIELDS = ("query_start_loc", "query_start_loc_cpu", "seq_lens", "num_reqs",
+           "num_actual_tokens", "max_query_len", "max_seq_len", "block_table_tensor",
+           "slot_mapping")
+
+
+class PlainMetadata:
+    """Metadata that is no dataclass and has no batch_size(): the fields and replace only,
+    which is all an adapter may use."""
+
+    def __init__(self, **fields):
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def replace(self, **changes):
+        return type(self)(**{**{name: getattr(self, name) for name in self._names()},
+                             **changes})
+
+    def _names(self):
+        return [*_FIELDS, "causal"]
+
+
+class ClassCausalMetadata(PlainMetadata):
+    """causal as a class attribute, set on an instance only when it changes."""
+
+    causal = True
+
+
+class SlottedMetadata(PlainMetadata):
+    __slots__ = (*_FIELDS, "causal")
+
+
+def _every_adapter(m):
+    """{adapter: its result on m} for every adapter, on fixed op outputs."""
+    slots = torch.arange(16, dtype=torch.int64)
+    return {
+        "extend": spec_ops.extend_all_queries_by_N(m, 2, arange(), slots),
+        "parallel round": spec_ops.parallel_round_metadata(m, 2, arange(), arange(), slots),
+        "dflash": spec_ops.dflash_query_metadata(m, arange(), 2, slots, arange()),
+        "dflash round": spec_ops.dflash_round_metadata(m, 2, arange(), arange(), slots),
+        "decode": spec_ops.draft_decode_metadata(m, arange(), arange()),
+        "step": spec_ops.advance_draft_step_metadata(m, slots, MAX_MODEL_LEN),
+        "mrope step": spec_ops.advance_mrope_draft_step_metadata(m, slots, MAX_MODEL_LEN),
+        "round step": spec_ops.draft_step_metadata(m, 1, arange(), slots.reshape(2, 8),
+                                                   arange().reshape(2, 8), MAX_MODEL_LEN),
+        "eagle round": spec_ops.eagle_round_metadata(m, slots),
+    }
+
+
+@pytest.mark.parametrize("kind", [PlainMetadata, ClassCausalMetadata, SlottedMetadata])
+def test_adapters_accept_metadata_of_any_class(kind):
+    """A plain class, one with causal in its class body, one with __slots__: every adapter
+    gives what it gives ours, reading only the fields and replace (no batch_size())."""
+    ours = cad()
+    fields = {name: getattr(ours, name) for name in _FIELDS}
+    theirs = kind(**fields) if kind is ClassCausalMetadata else kind(**fields, causal=True)
+    expected = _every_adapter(ours)
+    for name, result in _every_adapter(theirs).items():
+        assert type(result) is kind, name
+        for field in (*_FIELDS, "causal"):
+            got, want = getattr(result, field), getattr(expected[name], field)
+            assert (torch.equal(got, want) if isinstance(want, torch.Tensor) else got == want), \
+                (name, field, got, want)
+
+
 # --- host twins --------------------------------------------------------------------------------
 
 MAX_MODEL_LEN = 32

@@ -55,6 +55,10 @@ def test_warmup_selects_ops_and_dtypes():
     assert recorded.ops == ["eagle_prepare_next_token_padded"] * 2 and len(report) == 1
     with pytest.raises(ValueError, match="unknown ops"):
         spec_ops.warmup("cpu", **CONFIG, ops=["no_such_op"])
+    # A misspelt kind would warm the production dtype instead, and the engine's compile at
+    # serve time.
+    with pytest.raises(ValueError, match=r"unknown dtype kinds \['count'\]"):
+        spec_ops.warmup("cpu", **CONFIG, dtypes={"count": torch.int64})
 
 
 def test_warmup_with_every_dtype_kind_int32_or_int64():
