@@ -393,12 +393,11 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
         matrices = known.match(args)
         if matrices is not None:
             return matched(args, matrices, key)
-        extras = check(*args)
-        # Before the layout is remembered: a call that matches it (its guard covers the
-        # tensors' inference state and the mode's) skips this.
-        writable_outside_inference_mode(name, no_overlap.arguments, args)
+        extras = checked(*args)
+        # Remembered once the whole check passed: a call that matches the layout takes the
+        # verified path, which skips the inference-tensor check (the guard covers the tensors'
+        # inference state and the mode's).
         known.remember(args)
-        no_overlap(args)
         result = cuda_kernel(*args, *extras)
         return result if returns else None
 
