@@ -569,57 +569,85 @@ def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_row
     assert_batch_change_matches_reference(backend, rng, num_prev, prev)
 
 
-@pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
-def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
-    """Eight threads calling ops with valid and invalid arguments, the interpreter switching
-    threads as often as it can: every valid call returns the right result, every invalid one
-    raises its error and writes nothing (the CUDA route also remembers layouts meanwhile; the
-    public functions' entry takes its shortcut once a layout is known). Triton's interpreter
-    keeps global state, so interpreted launches take turns; the checks, the remembered layouts
-    and the launch cache around them do not."""
-    import sys
-    import threading
-
+def _threads_test_setup(backend, monkeypatch):
+    """What a test of threads calling ops needs first: the public functions' shortcut taken on
+    CPU tensors without a GPU, and interpreted launches one at a time."""
     from spec_ops._library import EagerEntry
     if backend == ENTRY and not HAS_CUDA:
         monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
     if backend != "cpu":
         interpreted_launches_take_turns(monkeypatch)
 
+
+def _work(op, seed, num_reqs, fixed_dtype=None):
+    """(op, valid arguments, their expected outputs, the same with a float index tensor)."""
     from reference import REFERENCES
+    args = sample(op, seed, num_reqs, fixed_dtype=fixed_dtype)
+    index, _ = tensor_args(op, optional=False)[1]
+    return op, args, REFERENCES[op](*args), replaced(args, index, args[index].float())
+
+
+def _call_and_check(work, backend, failures):
+    """One valid call, its outputs compared with the reference, then one invalid call, which
+    must raise its TypeError and write nothing; what goes wrong is appended to ``failures``."""
+    op, args, expected, bad = work
+    try:
+        placed = place(args, backend)
+        result = call(op, placed, backend)
+        got = [placed[i].cpu().tolist() for i in written_arg_indices(op)]
+        if result is not None:
+            got.append(result.cpu().tolist())
+        if got != [list(e) if not isinstance(e, list) else e for e in expected]:
+            failures.append(f"{op}: wrong result")
+        placed = place(bad, backend)
+        before = [placed[i].clone() for i in written_arg_indices(op)]
+        try:
+            call(op, placed, backend)
+            failures.append(f"{op}: bad call accepted")
+        except TypeError:
+            if not all(torch.equal(placed[i], b)
+                       for i, b in zip(written_arg_indices(op), before)):
+                failures.append(f"{op}: bad call wrote")
+    except Exception as error:      # noqa: BLE001 - any exception is a failure
+        failures.append(f"{op}: {type(error).__name__}: {error}")
+
+
+def _in_threads(target, count):
+    """``target(worker)`` in ``count`` threads at once, the interpreter switching threads as
+    often as it can."""
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target, args=(w,)) for w in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
+def test_valid_calls_never_raise_under_threads(backend, monkeypatch, launch_plans):
+    """Eight threads calling ops with valid and invalid arguments, the interpreter switching
+    threads as often as it can: every valid call returns the right result, every invalid one
+    raises its error and writes nothing (the CUDA route also remembers layouts meanwhile; the
+    public functions' entry takes its shortcut once a layout is known, and replays launch
+    plans). Triton's interpreter keeps global state, so interpreted launches take turns; the
+    checks, the remembered layouts, the launch plans and the launch cache around them do
+    not."""
+    _threads_test_setup(backend, monkeypatch)
     ops = ("eagle_prepare_inputs_padded", "copy_and_expand_eagle_inputs",
            "eagle_step_update_slot_mapping_and_metadata", "compute_new_slot_mapping")
-    work = []
-    for op in ops:
-        for seed, num_reqs in ((1, 3), (2, 7)):
-            args = sample(op, seed, num_reqs)
-            expected = REFERENCES[op](*args)
-            index, _ = tensor_args(op)[1]
-            work.append((op, args, expected, replaced(args, index, args[index].float())))
+    work = [_work(op, seed, num_reqs) for op in ops for seed, num_reqs in ((1, 3), (2, 7))]
     failures = []
 
     def hammer(worker):
         for n in range(150 if backend == "cpu" or HAS_CUDA else 12):
-            op, args, expected, bad = work[(worker + n) % len(work)]
-            try:
-                placed = place(args, backend)
-                result = call(op, placed, backend)
-                got = [placed[i].cpu().tolist() for i in written_arg_indices(op)]
-                if result is not None:
-                    got.append(result.cpu().tolist())
-                if got != [list(e) if not isinstance(e, list) else e for e in expected]:
-                    failures.append(f"{op}: wrong result")
-                placed = place(bad, backend)
-                before = [placed[i].clone() for i in written_arg_indices(op)]
-                try:
-                    call(op, placed, backend)
-                    failures.append(f"{op}: bad call accepted")
-                except TypeError:
-                    if not all(torch.equal(placed[i], b)
-                               for i, b in zip(written_arg_indices(op), before)):
-                        failures.append(f"{op}: bad call wrote")
-            except Exception as error:      # noqa: BLE001 - any exception is a failure
-                failures.append(f"{op}: {type(error).__name__}: {error}")
+            _call_and_check(work[(worker + n) % len(work)], backend, failures)
 
     if backend == ENTRY:
         # Half the layouts known up front (the entry's shortcut), half left to the threads
@@ -627,16 +655,36 @@ def test_valid_calls_never_raise_under_threads(backend, monkeypatch):
         from spec_ops._library import KERNELS
         for op, args, _, _ in work[::2]:
             KERNELS[op].triton(*place(args, backend))
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=hammer, args=(w,)) for w in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    _in_threads(hammer, 8)
+    assert not failures, failures[:5]
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, ENTRY])
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_under_threads(op, backend, monkeypatch, launch_plans):
+    """Each op called from four threads at once, each thread with batches of its own sizes
+    (two threads sharing one tensor layout, so that their sizes' launch plans form, match and
+    replace each other meanwhile; two with layouts of their own) and an invalid call after each
+    valid one: every valid call returns the right result, every invalid one raises its
+    TypeError and writes nothing."""
+    _threads_test_setup(backend, monkeypatch)
+    batches = {worker: [_work(op, 60 + 10 * worker + n, num_reqs,
+                              torch.int32 if worker < 2 else None)
+                        for n, num_reqs in enumerate((1 + worker, 5 + worker))]
+               for worker in range(4)}
+    failures = []
+
+    def hammer(worker):
+        for n in range(24 if backend == "cpu" or HAS_CUDA else 8):
+            _call_and_check(batches[worker][n % 2], backend, failures)
+
+    if backend == ENTRY:
+        # The shared layout and one of the others known up front (the entry's shortcut and its
+        # launch plans), the last left to the threads.
+        from spec_ops._library import KERNELS
+        for worker in (0, 2):
+            KERNELS[op].triton(*place(batches[worker][0][1], backend))
+    _in_threads(hammer, 4)
     assert not failures, failures[:5]
 
 
