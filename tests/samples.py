@@ -23,6 +23,9 @@ class UniformDtypeRandom(random.Random):
     """A Random whose integer tensors all get one dtype (each dtype mix is a Triton compile on
     a GPU, so GPU runs draw one dtype per sample)."""
 
+    def __new__(cls, seed, dtype):      # Python 3.10's Random.__new__ takes the seed alone
+        return super().__new__(cls, seed)
+
     def __init__(self, seed, dtype):
         super().__init__(seed)
         self.dtype = dtype
