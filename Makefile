@@ -12,6 +12,8 @@
 #                   dependencies, 4.6 GB installed; it runs on CPU)
 #   make test-newer the suite on torch 2.14.1 + triton 3.8.0 in .venv-newer (the CUDA 13 build,
 #                   ~5 GB installed; it runs on CPU)
+#   make test-py310 the suite on Python 3.10, setup.py's floor (PYTHON310=...; torch 2.13.0,
+#                   on PyPI the CUDA 13 build with triton 3.7.1) in .venv-py310
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,7 +26,7 @@ ARGS ?=
 FLOOR = torch==2.11.0 triton==3.6.0 numpy~=2.3.0
 NEWER = torch==2.14.1
 
-.PHONY: venv test example test-floor test-newer
+.PHONY: venv test example test-floor test-newer test-py310
 
 venv: $(VENV)/.installed
 
@@ -49,3 +51,7 @@ test-floor:
 
 test-newer:
 	SPEC_OPS_EXAMPLES=$${SPEC_OPS_EXAMPLES:-50} $(MAKE) test VENV=.venv-newer TORCH='$(NEWER)'
+
+PYTHON310 ?= python3.10
+test-py310:
+	SPEC_OPS_EXAMPLES=$${SPEC_OPS_EXAMPLES:-50} $(MAKE) test VENV=.venv-py310 PYTHON=$(PYTHON310)
