@@ -8,7 +8,7 @@ temporary git worktree), every kernel variant spec_ops.warmup reaches for that K
 production and the all-int64 dtypes (scripts/compile_kernels.py's variants, its other
 configuration values), for sm_<arch>, and compares the PTX variant by variant, line-number
 and debug information aside. Prints each variant whose PTX differs and a count; exits 1 if
-any differs or the two trees warm up different variants.
+any differs or the two trees warm up different variants, 2 if a tree fails to compile.
 """
 
 import argparse
@@ -29,7 +29,9 @@ def hashes(root, drafts, arch):
     sys.path[:0] = [str(root), str(root / "scripts")]
     import compile_kernels
     import spec_ops
-    assert Path(spec_ops.__file__).resolve().is_relative_to(root), spec_ops.__file__
+    import spec_ops._triton
+    for module in (spec_ops, spec_ops._triton):     # not an installed copy of another tree
+        assert Path(module.__file__).resolve().is_relative_to(root), module.__file__
     found = set()
     for k in drafts:
         if hasattr(compile_kernels, "NUM_SPECULATIVE_TOKENS"):
@@ -41,17 +43,24 @@ def hashes(root, drafts, arch):
         ptx = compile_kernels.compiled_variant(variant, arch).asm["ptx"].split(".section")[0]
         kept = "\n".join(line for line in ptx.splitlines()
                          if not line.strip().startswith(_DEBUG_LINES))
-        name, warps, _, constexprs = variant
-        print(name, warps, [value for _, value in constexprs],
-              hashlib.sha1(kept.encode()).hexdigest(), sep="\t", flush=True)
+        name, warps, signature, constexprs = variant
+        print(name, warps, [kind for _, kind in signature if kind != "constexpr"],
+              [value for _, value in constexprs], hashlib.sha1(kept.encode()).hexdigest(),
+              sep="\t", flush=True)
 
 
 def _run(root, options):
+    """``hashes`` of the tree at ``root``, in a process of its own; None if it failed (its
+    errors shown)."""
     command = [sys.executable, __file__, "--hashes", str(root), "--drafts", options.drafts,
                "--arch", str(options.arch)]
-    output = subprocess.run(command, check=True, capture_output=True, text=True,
-                            cwd=tempfile.gettempdir()).stdout
-    return [line.split("\t") for line in output.splitlines()]
+    # Run from outside both trees, so that no tree is importable from the working directory.
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True,
+                          cwd=tempfile.gettempdir())
+    if done.returncode:
+        print(f"compiling the kernels of {root} failed (exit {done.returncode})")
+        return None
+    return [line.split("\t") for line in done.stdout.splitlines()]
 
 
 def main():
@@ -77,15 +86,19 @@ def main():
             before, after = _run(other, options), _run(ROOT, options)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(other)], check=True)
-    if [row[0] for row in before] != [row[0] for row in after]:
+                            str(other)])
+    if before is None or after is None:
+        return 2
+    # A variant is its kernel, warps and tensor types; its constexprs may have gained one (a
+    # new tile switch, say) between the trees, so they are shown, not matched.
+    if [row[:3] for row in before] != [row[:3] for row in after]:
         print(f"the trees warm up different variants: {len(before)} at {options.rev}, "
               f"{len(after)} here")
         return 1
     differing = [(old, new) for old, new in zip(before, after) if old[-1] != new[-1]]
     for old, new in differing:
-        print(f"PTX differs: {new[0]} num_warps={new[1]} constexprs={new[2]} "
-              f"(at {options.rev}: {old[2]})")
+        print(f"PTX differs: {new[0]} num_warps={new[1]} tensors={new[2]} constexprs={new[3]} "
+              f"(at {options.rev}: {old[3]})")
     print(f"K = {options.drafts}, sm_{options.arch}: {len(before) - len(differing)} of "
           f"{len(before)} kernel variants compile to the same PTX as at {options.rev}")
     return 1 if differing else 0

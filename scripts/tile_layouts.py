@@ -75,10 +75,10 @@ COUNTED = (("shared st", r"st\.shared"), ("shared ld", r"ld\.shared"),
            ("barriers", r"\bbar\.sync|\bbarrier\.sync"), ("shuffles", r"shfl\.sync"))
 
 
-def ptx_counts(warps, lanes, warps_last, arch=90):
+def ptx_counts(warps, lanes, warps_last):
     constexprs = {"WARPS": warps, "REQS": 32 // lanes, "LANES": lanes, "WARPS_LAST": warps_last}
     compiled = triton.compile(ASTSource(_tile_kernel, SIGNATURE, constexprs),
-                              target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     ptx = compiled.asm["ptx"]
     return [len(re.findall(pattern, ptx)) for _, pattern in COUNTED]
 

@@ -663,10 +663,11 @@ def test_valid_calls_never_raise_under_threads(backend, monkeypatch, launch_plan
 @pytest.mark.parametrize("op", OPS)
 def test_every_op_under_threads(op, backend, monkeypatch, launch_plans):
     """Each op called from four threads at once, each thread with batches of its own sizes
-    (two threads sharing one tensor layout, so that their sizes' launch plans form, match and
-    replace each other meanwhile; two with layouts of their own) and an invalid call after each
-    valid one: every valid call returns the right result, every invalid one raises its
-    TypeError and writes nothing."""
+    (two threads sharing one tensor layout, two with layouts of their own) and an invalid call
+    after each valid one: every valid call returns the right result, every invalid one raises
+    its TypeError and writes nothing. Through the public functions (``entry``) the layouts are
+    remembered and, for the ops that return nothing, the sizes' launch plans form and replay
+    while the other threads call."""
     _threads_test_setup(backend, monkeypatch)
     batches = {worker: [_work(op, 60 + 10 * worker + n, num_reqs,
                               torch.int32 if worker < 2 else None)
