@@ -41,6 +41,14 @@ def run(op, args, backend):
     return [t.cpu() for t in outputs]
 
 
+def shortcut_on_cpu_tensors(monkeypatch):
+    """Without a GPU, the public functions (``entry``) take their shortcut to the interpreted
+    Triton kernel on CPU tensors, as they take it to the CUDA kernel on CUDA tensors."""
+    if not HAS_CUDA:
+        from spec_ops._library import EagerEntry
+        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+
+
 def interpreted_launches_take_turns(monkeypatch):
     """Without a GPU, one interpreted launch at a time: Triton's interpreter keeps global state
     while it runs a kernel. The checks, remembered layouts and plans around them stay

@@ -15,11 +15,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import spec_ops
-from backends import HAS_CUDA, TRITON, interpreted_launches_take_turns, place
+from backends import (HAS_CUDA, TRITON, interpreted_launches_take_turns, place,
+                      shortcut_on_cpu_tensors)
 from reference import REFERENCES
 from samples import OPS, dflash_with_rejected, op_overload, sample, written_arg_indices
 from test_validation import sharing_memory
-from spec_ops._library import KERNELS, EagerEntry, Plan
+from spec_ops._library import KERNELS, Plan
 
 pytestmark = pytest.mark.parametrize("backend", [TRITON])
 NUM_REQS = 4
@@ -30,8 +31,7 @@ def triton_on_cpu_tensors(monkeypatch, launch_plans):
     """The shortcut on CPU tensors without a GPU, launch plans on, and every test starting
     with no remembered layouts or plans (earlier tests in the process, e.g. the example in
     inference mode, leave some)."""
-    if not HAS_CUDA:
-        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    shortcut_on_cpu_tensors(monkeypatch)
     for kernels in KERNELS.values():
         monkeypatch.setattr(kernels.entry.known, "guards", ())
         if kernels.entry.calls is not None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from backends import (BACKENDS, ENTRY, HAS_CUDA, TRITON, call, interpreted_launches_take_turns,
-                      place, run)
+                      place, run, shortcut_on_cpu_tensors)
 from samples import OPS, arg_names, clone_args, op_overload, sample, written_arg_indices
 from spec_ops import validation
 
@@ -68,6 +68,13 @@ def assert_rejected(op, args, error, name, backend, fragment="", warm=True, plac
 
 def replaced(args, index, value):
     return args[:index] + (value,) + args[index + 1:]
+
+
+def layout_known(op, monkeypatch):
+    """The public function's shortcut on (shortcut_on_cpu_tensors) and the op's layout known
+    from a valid call on the Triton backend, so that a later call may take the shortcut."""
+    shortcut_on_cpu_tensors(monkeypatch)
+    call(op, place(valid(op), TRITON), TRITON)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -264,10 +271,7 @@ def test_a_scalar_of_a_type_the_schema_does_not_take(op, index, name, schema_typ
     with nothing written, also once its layout is known (an int is then checked on the
     shortcut, not by the dispatcher); torch.ops.spec_ops.<op> leaves it to torch's dispatcher,
     whose RuntimeError names the argument too. Both refuse before any kernel runs."""
-    from spec_ops._library import EagerEntry
-    if not HAS_CUDA:
-        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
-    call(op, place(valid(op), TRITON), TRITON)          # the layout is known from here on
+    layout_known(op, monkeypatch)
     for value, error, fragment in wrong_types(schema_type):
         bad = replaced(valid(op), index, value)
         assert_rejected(op, bad, error, name, ENTRY, fragment, warm=False)
@@ -302,10 +306,7 @@ def test_a_sparse_tensor_is_a_type_error(op, index, name, monkeypatch):
     for (sparse here) into a TypeError naming the argument; nothing has run. With the layout
     known, so that a call could take the shortcut to the Triton kernel, which must not take a
     sparse optional tensor."""
-    from spec_ops._library import EagerEntry
-    if not HAS_CUDA:
-        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
-    call(op, place(valid(op), TRITON), TRITON)      # the layout is known from here on
+    layout_known(op, monkeypatch)
     args = place(valid(op), ENTRY)
     args = replaced(args, index, args[index].to_sparse())
     dense = [t.to_dense() if isinstance(t, torch.Tensor) else t for t in args]
@@ -325,11 +326,8 @@ def test_negative_views(op, index, name, backend, monkeypatch):
     device once the layout is known: as an input it is read by its values, the call equal to
     the plain one (the shortcut to the Triton kernel, which reads memory, must not take it);
     as a written tensor it is a TypeError naming it, nothing written."""
-    from spec_ops._library import EagerEntry
     if backend == ENTRY:
-        if not HAS_CUDA:
-            monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
-        call(op, place(valid(op), TRITON), TRITON)      # the layout is known from here on
+        layout_known(op, monkeypatch)
     if index in written_arg_indices(op):
         args = place(valid(op), backend)
         args = replaced(args, index, (-args[index])._neg_view())
@@ -357,9 +355,8 @@ def test_an_inference_tensor_written_outside_inference_mode(op, index, name, bac
     nothing written (torch refuses in-place updates of inference tensors there; the CPU kernel
     would fail part way, the Triton kernel write it), also once valid calls made the layout
     known. Inside inference mode the call equals the plain one."""
-    from spec_ops._library import EagerEntry
-    if backend == ENTRY and not HAS_CUDA:
-        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    if backend == ENTRY:
+        shortcut_on_cpu_tensors(monkeypatch)
     args = place(valid(op), backend)
     with torch.inference_mode():     # the same layout (a row-strided view stays one)
         args = replaced(args, index, *clone_args((args[index],), args[index].device))
@@ -572,9 +569,8 @@ def test_update_num_computed_tokens_with_a_large_previous_batch(backend, num_row
 def _threads_test_setup(backend, monkeypatch):
     """What a test of threads calling ops needs first: the public functions' shortcut taken on
     CPU tensors without a GPU, and interpreted launches one at a time."""
-    from spec_ops._library import EagerEntry
-    if backend == ENTRY and not HAS_CUDA:
-        monkeypatch.setattr(EagerEntry, "cpu_tensors_run_triton", True)
+    if backend == ENTRY:
+        shortcut_on_cpu_tensors(monkeypatch)
     if backend != "cpu":
         interpreted_launches_take_turns(monkeypatch)
 
