@@ -638,8 +638,8 @@ def _parallel_first_pass(target_token_ids_ptr, block_table_ptr, block_table_row_
 
 @triton.jit
 def _as_stored(position, out_positions_ptr):
-    """A first-pass position as out_positions holds it, which is what 6.2's sequence reads back
-    (1.7's slots, the draft steps' start): in an int32 buffer its low 32 bits, else itself."""
+    """A first-pass position as out_positions holds it, which is what 1.7 reads back for 6.2's
+    first-pass slots: in an int32 buffer its low 32 bits, else itself."""
     return position.to(out_positions_ptr.dtype.element_ty).to(tl.int64)
 
 
@@ -917,7 +917,7 @@ def _prepare_parallel_round_kernel(
                              other=0).to(tl.int64)
     if STEP_FORM != NO_STEPS:
         # Steps start at the bonus token, after the last - qsl[r] + 1 accepted inputs.
-        step_position = _as_stored(first_position + last - query_start + 1, out_positions_ptr)
+        step_position = first_position + last - query_start + 1
         steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
                              step_position, seq_len - rejected, max_model_len, 0, num_steps,
                              head, BLOCK_SIZE, STEP_LANES, STEP_FORM)
@@ -1103,8 +1103,7 @@ def _prepare_parallel_round_lanes_kernel(
                               out_step_slot_mapping_ptr, step_slot_mapping_stride,
                               out_step_seq_lens_ptr, step_seq_lens_stride, req, lane,
                               is_request,
-                              _as_stored(first_position + last - query_start + 1,
-                                         out_positions_ptr),
+                              first_position + last - query_start + 1,
                               None, seq_len - rejected, max_model_len, num_steps, BLOCK_SIZE)
     else:
         requests, _, firsts, stop_at, pending, stride = _remainder_requests(

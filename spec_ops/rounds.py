@@ -187,8 +187,7 @@ def _parallel_round_cpu(sampled_token_ids, discard_request_mask, backup_next_tok
     write(out_seq_lens, seq_lens + new)
     # The bonus token's position and length: nv = last - qsl[r] + 1 inputs precede it.
     query_start = query_start_loc[:-1]
-    start_position = (take_or_zero(target_positions, query_start) + last - query_start + 1
-                      ).to(out_positions.dtype).long()    # as out_positions holds it
+    start_position = take_or_zero(target_positions, query_start) + last - query_start + 1
     _multi_step_cpu(start_position, block_table, seq_lens + new - rejected, block_size,
                     max_model_len, num_steps, out_step_positions, out_step_slot_mapping,
                     out_step_seq_lens, input_batch_size)

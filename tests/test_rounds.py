@@ -84,14 +84,39 @@ def assert_args_equal_the_sequence(op, args, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", [2, 4, 6])
-def test_parallel_round_reads_positions_back_as_stored(backend, seed):
-    """6.2's first-pass slots and draft-step start are what its sequence reads back from
-    out_positions (1.7; the bonus token's entry): with int32 buffers and positions past
-    2^31 - 1, the wrapped values (docs/round_ops.md, 6.2). test_row_layout.py runs the lanes
-    layout on these batches."""
-    expected = assert_args_equal_the_sequence("prepare_parallel_round",
-                                              parallel_round_past_int32(seed), backend)
+def test_parallel_round_past_int32(backend, seed):
+    """int32 buffers, positions past 2^31 - 1 (docs/round_ops.md, 6.0 and 6.2): the first pass
+    is what the sequence writes, 1.7's slots looked up at the positions as out_positions holds
+    them (wrapped); the draft steps are 5.2 from the int64 start p0[r] = target_positions[qsl[r]]
+    + nv[r], where the sequence reads the wrapped bonus position back. test_row_layout.py runs
+    the lanes layout on these batches."""
+    op = "prepare_parallel_round"
+    args = parallel_round_past_int32(seed)
+    sequence_args = place(args, backend)
+    SEQUENCES[op](*sequence_args, ops=BackendOps(backend))
+    expected = [sequence_args[i].cpu() for i in written_arg_indices(op)]
+    actual = [t.cpu() for t in run(op, args, backend)]
     assert bool((expected[3] < 0).any()), "no stored position wrapped"
+    for i, (got, want) in enumerate(zip(actual[:-3], expected[:-3], strict=True)):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), f"output {i}"
+    # The draft model's start state (S = 1, no shift): request r's bonus token sits nv[r]
+    # entries into its extended query, after which nothing of it was rejected.
+    query_start_loc, target_positions = args[4].long(), args[6].long()
+    block_table, seq_lens, num_steps = args[7], args[8], args[29]
+    num_reqs = args[0].shape[0]
+    num_valid = expected[5][:num_reqs].long() - expected[8][:num_reqs].long()
+    starts = query_start_loc[:num_reqs]
+    first_positions = torch.where(starts < target_positions.shape[0], target_positions[
+        starts.clamp(max=max(target_positions.shape[0] - 1, 0))], 0)
+    rejected = query_start_loc[1:num_reqs + 1] - starts - num_valid
+    step_outs = [t.clone() for t in expected[-3:]]
+    if num_steps:
+        torch.ops.spec_ops.eagle_multi_step_slot_mapping(
+            first_positions + num_valid, block_table, seq_lens[:num_reqs].long() + 1 - rejected,
+            args[27], args[28], num_steps, *step_outs, args[31])
+        assert step_outs[0].tolist() != expected[-3].tolist(), "no step started past int32"
+    for i, (got, want) in enumerate(zip(actual[-3:], step_outs), start=len(actual) - 3):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), f"output {i}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -278,9 +278,10 @@ PARALLEL = "prepare_parallel_round"
 
 
 @pytest.mark.parametrize("seed", [2, 4, 6])
-def test_parallel_round_layouts_read_positions_back_as_stored(seed):
-    """Every layout of 6.2 takes its slots and draft-step start from the positions as an int32
-    out_positions holds them (test_rounds.py: the CPU kernel equals the sequence there)."""
+def test_parallel_round_layouts_past_int32(seed):
+    """Every layout of 6.2 on int32 buffers with positions past 2^31 - 1: slots looked up at the
+    positions as out_positions holds them, draft steps from the int64 start (test_rounds.py
+    checks the CPU kernel there)."""
     assert_layouts_equal_cpu("prepare_parallel_round", parallel_round_past_int32(seed))
 
 
