@@ -102,8 +102,9 @@ class EagerEntry:
     schema allows it) as the dispatcher would check, every required tensor matching the layout
     of an earlier valid CUDA call (``KnownLayouts``: plain CUDA tensors with the same dispatch
     keys, inference-mode state, dtypes and unit strides) and every optional one a plain dense
-    tensor without the negative bit (the kernels read memory; the op's Negative kernel resolves
-    such an input first, the dispatcher refuses a sparse one). (The dispatched op bumps no
+    tensor with memory of its own and without the negative bit (the kernels read memory; the
+    op's Negative kernel resolves such an input first, the dispatcher materializes a zero
+    tensor and refuses a sparse one). (The dispatched op bumps no
     version counter either: its kernel writes through Triton, not through torch ops.) Anything
     else, and every call the first time a layout is seen, goes through the dispatcher. Its only
     state is immutable tuples replaced whole (the layouts, the launch plans), so threads need no
@@ -153,6 +154,7 @@ class EagerEntry:
                 matrices = self.known.match(args)
                 if matrices is not None and (not self.optional or all(
                         args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg()
+                                            and not args[i]._is_zerotensor()
                                             and args[i].layout is _STRIDED)
                         for i in self.optional)):
                     try:

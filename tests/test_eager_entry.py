@@ -476,9 +476,10 @@ def test_subclasses_unseen_layouts_and_inference_tensors_dispatch(backend, monke
     assert dispatches.count == 3, "inference tensors"
 
 
-def test_an_optional_subclass_dispatches(backend, monkeypatch):
+def test_an_optional_subclass_or_zero_tensor_dispatches(backend, monkeypatch):
     """A tensor subclass as 1.4's optional num_rejected_tokens dispatches, also where the
-    plain call's launch has a plan."""
+    plain call's launch has a plan; so does a zero tensor (torch._efficientzerotensor: no
+    memory, its data pointer 0), which the dispatcher materializes as a stride-0 expansion."""
     args, index = dflash_with_rejected(70, NUM_REQS), KERNELS[DFLASH].entry.optional[0]
     KERNELS[DFLASH].triton(*place(args, backend))       # the layout: a valid CUDA-key call
     dispatches = Calls(monkeypatch, DFLASH, "op")
@@ -490,6 +491,12 @@ def test_an_optional_subclass_dispatches(backend, monkeypatch):
     sub[index] = sub[index].as_subclass(Subclass)
     spec_ops.copy_and_expand_dflash_inputs(*sub)
     assert dispatches.count == 1
+    zero = list(place(args, backend))
+    zero[index] = torch._efficientzerotensor(args[index].shape, dtype=args[index].dtype,
+                                             device=zero[index].device)
+    with pytest.raises(ValueError, match="num_rejected_tokens must have unit stride"):
+        spec_ops.copy_and_expand_dflash_inputs(*zero)
+    assert dispatches.count == 2
 
 
 @pytest.mark.parametrize("op", OPS)
