@@ -25,6 +25,7 @@ from .validation import (
     TensorGuards,
     argument_getter,
     fits_int64,
+    guardable,
     is_tensor_type,
     writable_outside_inference_mode,
 )
@@ -104,7 +105,8 @@ class EagerEntry:
     keys, inference-mode state, dtypes and unit strides) and every optional one a plain dense
     tensor with memory of its own and without the negative bit (the kernels read memory; the
     op's Negative kernel resolves such an input first, the dispatcher materializes a zero
-    tensor and refuses a sparse one). (The dispatched op bumps no
+    tensor and refuses a sparse or nested one; ``guardable`` keeps nested tensors from the
+    guards). (The dispatched op bumps no
     version counter either: its kernel writes through Triton, not through torch ops.) Anything
     else, and every call the first time a layout is seen, goes through the dispatcher. Its only
     state is immutable tuples replaced whole (the layouts, the launch plans), so threads need no
@@ -155,6 +157,7 @@ class EagerEntry:
                 if matrices is not None and (not self.optional or all(
                         args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg()
                                             and not args[i]._is_zerotensor()
+                                            and not args[i].is_nested
                                             and args[i].layout is _STRIDED)
                         for i in self.optional)):
                     try:
@@ -177,13 +180,16 @@ class EagerEntry:
 
     def _not_strided(self, args):
         """The TypeError for the first tensor argument that is not a dense strided tensor
-        (sparse, mkldnn; the dispatcher found no kernel for it), None if every one is."""
+        (sparse, mkldnn, nested; the dispatcher found no kernel for it), None if every one
+        is."""
         for i, name, _ in self.no_overlap.arguments:
             t = args[i] if i < len(args) else None
-            if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_quantized):
+            if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_quantized
+                                                or t.is_nested):
+                got = ("a nested tensor" if t.is_nested else f"layout {t.layout}"
+                       f"{' (quantized)' if t.is_quantized else ''}")
                 return TypeError(f"spec_ops.{self.name}: {name} must be a dense (strided) "
-                                 f"tensor, got layout {t.layout}"
-                                 f"{' (quantized)' if t.is_quantized else ''}")
+                                 f"tensor, got {got}")
         return None
 
     def _refused(self, args, error):
@@ -281,8 +287,14 @@ class KnownCalls:
         return tensors
 
     def match(self, args, key):
-        for plan in self.plans:
-            if plan.key == key and plan.guard.check(*self.guarded(args)):
+        plans = self.plans
+        if not plans:
+            return None
+        tensors = self.guarded(args)
+        if not guardable(tensors):
+            return None
+        for plan in plans:
+            if plan.key == key and plan.guard.check(*tensors):
                 return plan
         return None
 

@@ -123,6 +123,21 @@ except ImportError:
     TensorGuards = None
 
 
+_is_nested = operator.attrgetter("is_nested")
+
+
+def guardable(tensors):
+    """Whether ``TensorGuards.check`` may look at ``tensors``: none of them is a nested tensor.
+    The check reads every tensor's strides in C++ first, and a nested tensor of torch.nested's
+    strided layout (a plain ``torch.Tensor``) fails that read with an error nothing can catch:
+    the process aborts (torch 2.13; torch.compile's own guards abort alike). False where one
+    is not a tensor at all, which no guard matches either."""
+    try:
+        return not any(map(_is_nested, tensors))
+    except AttributeError:
+        return False
+
+
 class KnownLayouts:
     """The tensor layouts of an op's earlier valid calls, matched in one C++ call.
 
@@ -154,6 +169,8 @@ class KnownLayouts:
         if not guards:
             return None
         tensors = self.tensors(args)
+        if not guardable(tensors):
+            return None
         for guard, matrices in guards:
             if guard.check(*tensors):
                 return matrices

@@ -318,6 +318,26 @@ def test_a_sparse_tensor_is_a_type_error(op, index, name, monkeypatch):
     assert all(map(torch.equal, after, before))
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype")
+@pytest.mark.parametrize("op,index,name", all_cases(lambda t: True))
+def test_a_nested_tensor_is_a_type_error(op, index, name, monkeypatch, launch_plans):
+    """A nested tensor of torch.nested's strided layout is a plain torch.Tensor whose strides
+    torch's C++ guard check cannot read (the process would abort). With the op's layout known
+    and a repeated call's launch planned, spec_ops.<op> leaves such a call to the dispatcher,
+    which has no kernel for it: a TypeError naming the argument, nothing written."""
+    layout_known(op, monkeypatch)
+    args = place(valid(op), ENTRY)
+    for _ in range(2):
+        call(op, clone_args(args, args[0].device), ENTRY)
+    args = replaced(args, index, torch.nested.nested_tensor([args[index]]))
+    before = [args[i].clone() for i in written_arg_indices(op) if i != index]
+    with pytest.raises(TypeError, match=rf"spec_ops\.{op}: {name} must be a dense \(strided\) "
+                                        "tensor, got a nested tensor"):
+        call(op, args, ENTRY)
+    after = [args[i] for i in written_arg_indices(op) if i != index]
+    assert all(map(torch.equal, after, before))
+
+
 @pytest.mark.parametrize("backend", ["cpu", ENTRY])
 @pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dtype != torch.bool))
 def test_negative_views(op, index, name, backend, monkeypatch):
