@@ -166,9 +166,9 @@ def validation_parts(name, args):
     check = getattr(validation, "check_" + name)
     known = validation.KnownLayouts.for_schema(schema)
     known.remember(args)
-    matrices = known.match(args)
+    matrices = known.match(known.tensors(args))
     parts = {"check": functools.partial(check, *args),
-             "layouts match": functools.partial(known.match, args),
+             "layouts match": lambda: known.match(known.tensors(args)),
              "check, verified": functools.partial(check, *args, verified=True),
              # As the op runs it: a layout match tells the overlap check what is 2-D.
              "overlap": functools.partial(validation.OverlapCheck(name, schema), args,

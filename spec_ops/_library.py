@@ -150,20 +150,23 @@ class EagerEntry:
             first = args[self.first]
             if (tuple(map(type, scalars)) in self.scalar_types and type(first) is _Tensor
                     and (first.is_cuda or self.cpu_tensors_run_triton)):
-                key = None if self.calls is None else self.calls.key(args, scalars)
-                if key is not None and self.calls.replayed(args, key, self.no_overlap):
-                    return None
-                matrices = self.known.match(args)
-                if matrices is not None and (not self.optional or all(
+                tensors = self.known.tensors(args)
+                if guardable(tensors) and (not self.optional or all(
                         args[i] is None or (type(args[i]) is _Tensor and not args[i].is_neg()
                                             and not args[i]._is_zerotensor()
                                             and not args[i].is_nested
                                             and args[i].layout is _STRIDED)
                         for i in self.optional)):
-                    try:
-                        return self.run(args, matrices, key)
-                    except OverflowError as error:    # Triton's, binding the kernel's ints
-                        raise self._beyond_int64(args, error) from None
+                    key = None if self.calls is None else self.calls.key(args, scalars)
+                    if key is not None and self.calls.replayed(args, key, tensors,
+                                                               self.no_overlap):
+                        return None
+                    matrices = self.known.match(tensors)
+                    if matrices is not None:
+                        try:
+                            return self.run(args, matrices, key)
+                        except OverflowError as error:    # Triton's, binding the kernel's ints
+                            raise self._beyond_int64(args, error) from None
         if _is_compiling():     # a tracer reports wrong arguments its own way
             return self.op(*args)
         try:
@@ -279,29 +282,29 @@ class KnownCalls:
             return None
         return scalars + given
 
-    def guarded(self, args):
-        """The tensors a plan's guard covers: the required ones, then the optional ones given."""
-        tensors = self.tensors(args)
+    def guarded(self, args, tensors):
+        """The tensors a plan's guard covers: the required ones (``tensors``, as
+        ``self.tensors(args)`` gives them), then the optional ones given."""
         if self.optional:
             tensors += tuple(args[i] for i in self.optional if args[i] is not None)
         return tensors
 
-    def match(self, args, key):
+    def match(self, args, key, tensors):
+        """The plan covering the call, None if none does (``key`` as ``key`` gives it,
+        ``tensors`` as ``guarded`` takes them; ``guardable``)."""
         plans = self.plans
         if not plans:
             return None
-        tensors = self.guarded(args)
-        if not guardable(tensors):
-            return None
+        guarded = self.guarded(args, tensors)
         for plan in plans:
-            if plan.key == key and plan.guard.check(*tensors):
+            if plan.key == key and plan.guard.check(*guarded):
                 return plan
         return None
 
-    def replayed(self, args, key, no_overlap):
-        """Whether a plan covers the call (``key`` as ``key`` gives it): if so its overlap
-        check has run and the plan's launch has been made again with the call's tensors."""
-        plan = self.match(args, key)
+    def replayed(self, args, key, tensors, no_overlap):
+        """Whether a plan covers the call (``match``'s arguments): if so its overlap check has
+        run and the plan's launch has been made again with the call's tensors."""
+        plan = self.match(args, key, tensors)
         if plan is None:
             return False
         no_overlap(args, matrices=plan.matrices)
@@ -328,7 +331,7 @@ class KnownCalls:
         positions = [places.get(id(t)) for t in kernel_args[:num_tensors]]
         if None in positions:
             return      # the kernel takes a tensor the launch made (a view, a copy)
-        tensors = self.guarded(args)
+        tensors = self.guarded(args, self.tensors(args))
         try:
             guard = TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
         except (TypeError, RuntimeError):
@@ -401,10 +404,13 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     def cuda(*args):
         if len(args) < len(defaults):
             args += defaults[len(args):]
+        # No nested tensor gets here for the guards to stumble on (``guardable``): the
+        # dispatcher finds no kernel for one.
+        tensors = known.tensors(args)
         key = None if calls is None else calls.key(args, calls.scalars(args))
-        if key is not None and calls.replayed(args, key, no_overlap):
+        if key is not None and calls.replayed(args, key, tensors, no_overlap):
             return None
-        matrices = known.match(args)
+        matrices = known.match(tensors)
         if matrices is not None:
             return matched(args, matrices, key)
         extras = checked(*args)

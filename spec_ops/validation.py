@@ -162,16 +162,11 @@ class KnownLayouts:
         return cls([i for i, argument in enumerate(schema.arguments)
                     if isinstance(argument.type, torch.TensorType)])
 
-    def match(self, args):
-        """The positions of the 2-D tensors among the required tensors of ``args`` when these
-        match a remembered valid call's layout, else None."""
-        guards = self.guards
-        if not guards:
-            return None
-        tensors = self.tensors(args)
-        if not guardable(tensors):
-            return None
-        for guard, matrices in guards:
+    def match(self, tensors):
+        """The positions of the 2-D tensors among a call's required tensors (``tensors``, as
+        ``self.tensors(args)`` gives them; ``guardable``) when these match a remembered valid
+        call's layout, else None."""
+        for guard, matrices in self.guards:
             if guard.check(*tensors):
                 return matrices
         return None

@@ -40,7 +40,7 @@ from spec_ops._library import KnownCalls  # noqa: E402
 # (a forced layout, a recording launcher), so tests run without plans; those that use the
 # launch_plans fixture (the tests of plans, the example) run with them.
 _PLANS = {"match": KnownCalls.match, "learn": KnownCalls.learn}
-KnownCalls.match = lambda self, args, key: None
+KnownCalls.match = lambda self, args, key, tensors: None
 KnownCalls.learn = lambda self, args, key, made, matrices: None
 
 
