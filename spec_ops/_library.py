@@ -102,17 +102,16 @@ class EagerEntry:
     function or dispatch mode, every scalar argument a plain int or bool (or None where the
     schema allows it) as the dispatcher would check, every required tensor matching the layout
     of an earlier valid CUDA call (``KnownLayouts``: plain CUDA tensors with the same dispatch
-    keys, inference-mode state, dtypes and unit strides) and every optional one a plain dense
-    tensor with memory of its own and without the negative bit (the kernels read memory; the
-    op's Negative kernel resolves such an input first, the dispatcher materializes a zero
-    tensor and refuses a sparse or nested one; ``guardable`` keeps nested tensors from the
-    guards). (The dispatched op bumps no
-    version counter either: its kernel writes through Triton, not through torch ops.) Anything
-    else, and every call the first time a layout is seen, goes through the dispatcher. Its only
-    state is immutable tuples replaced whole (the layouts, the launch plans), so threads need no
-    lock. RecordFunction observers that run without the profiler being enabled (a standalone
-    ExecutionTraceObserver) do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every
-    call dispatch.
+    keys, inference-mode state, dtypes and unit strides; none nested, which the layout guards
+    cannot look at, ``guardable``) and every optional one a plain dense tensor with memory of
+    its own and without the negative bit (the kernels read memory; the op's Negative kernel
+    resolves such an input first, the dispatcher materializes a zero tensor and refuses a
+    sparse or nested one). (The dispatched op bumps no version counter either: its kernel
+    writes through Triton, not through torch ops.) Anything else, and every call the first
+    time a layout is seen, goes through the dispatcher. Its only state is immutable tuples
+    replaced whole (the layouts, the launch plans), so threads need no lock. RecordFunction
+    observers that run without the profiler being enabled (a standalone ExecutionTraceObserver)
+    do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
 
     An op that returns nothing also remembers the launch of a call that repeats a recent one
     (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
