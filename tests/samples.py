@@ -331,7 +331,9 @@ def _verified_batch(rng, num_reqs, num_spec):
     token, then -1s, sometimes an id out of range (vocab_size or -5) among the accepted ones.
     Rows without drafts (prefill chunks, several tokens), discarded rows with and without
     drafts. Each request's positions are consecutive and end below max_model_len, some just
-    below it, and its seq_len counts every verified token. Returns (sampled_token_ids,
+    below it, and its seq_len counts every verified token; one request in ten has a seq_len
+    ahead of its positions, up to past max_model_len (not an engine's batch: the draft steps'
+    cap on a length reaching max_model_len at a position below it). Returns (sampled_token_ids,
     discard_request_mask, backup_next_token_ids, cu_num_draft_tokens, query_start_loc,
     positions, seq_lens, vocab_size, max_model_len).
     """
@@ -368,7 +370,8 @@ def _verified_batch(rng, num_reqs, num_spec):
         start = rng.choice((rng.randint(0, max_model_len - length),
                             max(max_model_len - length - rng.randint(0, 2), 0)))
         positions += range(start, start + length)
-        seq_lens.append(start + length)
+        ahead = rng.randint(1, max_model_len) if rng.random() < 0.1 else 0
+        seq_lens.append(start + length + ahead)
     seq_lens = ints(rng, seq_lens)
     if pick(rng, (False, False, True), True):
         seq_lens = torch.cat([seq_lens, ints(rng, [5])]).to(seq_lens.dtype)   # longer buffer
