@@ -107,7 +107,7 @@ def test_matrix_last_dim_must_be_contiguous_and_rows_disjoint(op, index, name, b
     args = valid(op)
     matrix = args[index]
     column_major = matrix.t().contiguous().t()
-    if matrix.shape[1] > 1 and matrix.shape[0] > 0:     # without rows, no stride to see
+    if matrix.shape[1] > 1 and matrix.shape[0] > 1:     # one row is both row- and column-major
         assert_rejected(op, replaced(args, index, column_major), ValueError, name, backend,
                         "unit stride along its last dim")
     overlapping = matrix[:1].expand(matrix.shape[0], matrix.shape[1])   # row stride 0
