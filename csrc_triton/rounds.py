@@ -500,20 +500,26 @@ def _fill_padding(ptr, row_stride, num_rows, start, stop, BLOCK: tl.constexpr):
 @triton.jit
 def _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req, position,
                  seq_len, max_model_len, first_step, num_steps, valid, BLOCK_SIZE: tl.constexpr,
-                 STEPS: tl.constexpr, STEP_FORM: tl.constexpr):
+                 STEPS: tl.constexpr, STEP_FORM: tl.constexpr, reached_position,
+                 reached_seq_len):
     """5.2's steps first_step ... first_step + STEPS - 1 of row req, loads only: (step, live,
     position, seq_len, slot), live where step < num_steps and ``valid``. Step s is 1.5's step
     applied s + 1 times to (position, seq_len) in registers (in closed form with
-    CLOSED_STEPS), so all the steps' block-table reads are one round trip."""
+    CLOSED_STEPS), so all the steps' block-table reads are one round trip. ITERATED_STEPS
+    starts from (reached_position, reached_seq_len), the values after step first_step - 1
+    ((position, seq_len) themselves for first_step 0), so a round's steps take time linear in
+    num_steps."""
     step = first_step + tl.arange(0, STEPS).to(tl.int64)
     live = step < tl.where(valid, num_steps, 0)
-    positions = tl.zeros((STEPS,), tl.int64) + position
-    seq_lens = tl.zeros((STEPS,), tl.int64) + seq_len
     if STEP_FORM == CLOSED_STEPS:
+        positions = tl.zeros((STEPS,), tl.int64) + position
+        seq_lens = tl.zeros((STEPS,), tl.int64) + seq_len
         positions, seq_lens, over = _lane_steps(positions, seq_lens, max_model_len, step)
     else:
+        positions = tl.zeros((STEPS,), tl.int64) + reached_position
+        seq_lens = tl.zeros((STEPS,), tl.int64) + reached_seq_len
         over = tl.zeros_like(positions) != 0
-        for i in range(tl.minimum(num_steps, first_step + STEPS)):
+        for i in range(first_step, tl.minimum(num_steps, first_step + STEPS)):
             advanced, advanced_over, advanced_seq_len = _advance(positions, seq_lens,
                                                                  max_model_len)
             take = step >= i
@@ -548,10 +554,14 @@ def _draft_steps(block_table_ptr, block_table_row_stride, num_block_cols, out_po
     _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                  out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride, req,
                  step, live, step_position, step_seq_len, slot)
-    for first_step in range(STEPS, num_steps, STEPS):
+    # Programs without a request store nothing: they skip the later steps.
+    for first_step in range(STEPS, tl.where(valid, num_steps, 0), STEPS):
+        last_lane = step == first_step - 1
         step, live, step_position, step_seq_len, slot = _step_values(
             block_table_ptr, block_table_row_stride, num_block_cols, req, position, seq_len,
-            max_model_len, first_step, num_steps, valid, BLOCK_SIZE, STEPS, STEP_FORM)
+            max_model_len, first_step, num_steps, valid, BLOCK_SIZE, STEPS, STEP_FORM,
+            tl.sum(tl.where(last_lane, step_position, 0)),
+            tl.sum(tl.where(last_lane, step_seq_len, 0)))
         _store_steps(out_positions_ptr, out_positions_row_stride, out_slot_mapping_ptr,
                      out_slot_mapping_row_stride, out_seq_lens_ptr, out_seq_lens_row_stride,
                      req, step, live, step_position, step_seq_len, slot)
@@ -717,7 +727,7 @@ def _prepare_eagle_round_kernel(
                            mask=head & (last >= 0) & (last < num_tokens), other=0).to(tl.int64)
         steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
                              position, seq_len, max_model_len, 0, num_steps, head, BLOCK_SIZE,
-                             STEP_LANES, STEP_FORM)
+                             STEP_LANES, STEP_FORM, position, seq_len)
 
     first, stop, step = request_chunks(query_start,
                                        tl.where(is_request, query_next - query_start, 0),
@@ -920,7 +930,8 @@ def _prepare_parallel_round_kernel(
         step_position = first_position + last - query_start + 1
         steps = _step_values(block_table_ptr, block_table_row_stride, num_block_cols, req,
                              step_position, seq_len - rejected, max_model_len, 0, num_steps,
-                             head, BLOCK_SIZE, STEP_LANES, STEP_FORM)
+                             head, BLOCK_SIZE, STEP_LANES, STEP_FORM, step_position,
+                             seq_len - rejected)
 
     out_start = query_start + req * num_new
     num_valid = last - query_start + (0 if SHIFT else 1)

@@ -308,17 +308,35 @@ def num_steps_of(op, args):
     return args[22] if op == "prepare_eagle_round" else args[29]
 
 
+def with_num_steps(op, args, num_steps):
+    """The call with ``num_steps`` draft steps: its step outs reallocated with as many rows
+    (poisoned, their columns and dtypes kept)."""
+    args = list(args)
+    first, count = (16, 22) if op == "prepare_eagle_round" else (19, 29)
+    for i in range(first, first + 3):
+        args[i] = torch.full((num_steps, args[i].shape[1]), -7, dtype=args[i].dtype)
+    args[count] = num_steps
+    return args
+
+
 @pytest.mark.parametrize("op", ROUND_OPS[:2])
+@pytest.mark.parametrize("many_steps", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_round_steps_step_after_step_equal_closed_form(op, seed):
+def test_round_steps_step_after_step_equal_closed_form(op, seed, many_steps):
     """The per-request kernels' draft steps in both forms they compile to, 1.5 applied step
     after step (where no closed form holds) and the closed form, write what the CPU kernel
-    writes, on batches with draft steps."""
+    writes, on batches with draft steps. ``many_steps``: 40 steps, three of the kernel's
+    vectors of STEP_LANES steps, each vector going on from the values the one before ended
+    at; with max_model_len 24 no closed form holds and only the step-after-step form runs."""
     args = next(args for args in (sample(op, 100 * seed + n, 9) for n in range(100))
                 if num_steps_of(op, args) > 0)
+    if many_steps:
+        args = with_num_steps(op, args, 2 * rounds.STEP_LANES.value + 8)
     expected = run(op, args, "cpu")
     per_request = mock.patch.object(rounds, "lanes_split", lambda *shape: None)
-    for form in (rounds.ITERATED_STEPS.value, rounds.CLOSED_STEPS.value):
+    max_model_len = args[21] if op == "prepare_eagle_round" else args[28]
+    closed = rounds.closed_form_steps(max_model_len, num_steps_of(op, args))
+    for form in (rounds.ITERATED_STEPS.value, rounds.CLOSED_STEPS.value)[:1 + closed]:
         forms = []
 
         def pick(max_model_len, num_steps, form=form):
