@@ -69,7 +69,6 @@ _profiling, _function_modes, _dispatch_modes, _tracing = _PROBES if _SHORTCUT el
 # checked path (the measurement scripts that force a layout choice set it).
 _PLANS = os.environ.get("SPEC_OPS_LAUNCH_PLANS", "1") != "0"
 _is_compiling = torch.compiler.is_compiling
-_NEGATIVE = torch._C.DispatchKeySet(torch._C.DispatchKey.Negative)
 # The dispatcher's refusal of an argument of a type the schema does not take (an int past
 # int64 is refused as of type int); raised while converting the arguments, before any kernel.
 _REFUSED = re.compile(r"Expected a value of type '([^']+)' for argument '(\w+)' but instead "
@@ -105,13 +104,14 @@ class EagerEntry:
     keys, inference-mode state, dtypes and unit strides; none nested, which the layout guards
     cannot look at, ``guardable``) and every optional one a plain dense tensor with memory of
     its own and without the negative bit (the kernels read memory; the op's Negative kernel
-    resolves such an input first, the dispatcher materializes a zero tensor and refuses a
-    sparse or nested one). (The dispatched op bumps no version counter either: its kernel
-    writes through Triton, not through torch ops.) Anything else, and every call the first
-    time a layout is seen, goes through the dispatcher. Its only state is immutable tuples
-    replaced whole (the layouts, the launch plans), so threads need no lock. RecordFunction
-    observers that run without the profiler being enabled (a standalone ExecutionTraceObserver)
-    do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every call dispatch.
+    resolves such an input first, its ZeroTensor kernel materializes a zero tensor, the
+    dispatcher refuses a sparse or nested one). (The dispatched op bumps no version counter
+    either: its kernel writes through Triton, not through torch ops.) Anything else, and every
+    call the first time a layout is seen, goes through the dispatcher. Its only state is
+    immutable tuples replaced whole (the layouts, the launch plans), so threads need no lock.
+    RecordFunction observers that run without the profiler being enabled (a standalone
+    ExecutionTraceObserver) do not see shortcut calls; ``SPEC_OPS_EAGER_ENTRY=0`` makes every
+    call dispatch.
 
     An op that returns nothing also remembers the launch of a call that repeats a recent one
     (``KnownCalls``, shared with the dispatched CUDA kernel): a later call with exactly those
@@ -138,6 +138,7 @@ class EagerEntry:
         self.scalars = argument_getter([i for i, _ in scalars])
         self.scalar_types = frozenset(itertools.product(*(_scalar_types(a.type)
                                                          for _, a in scalars)))
+        self.int_arguments = {i: bool not in _scalar_types(a.type) for i, a in scalars}
         # Ops that return nothing replay remembered launches (KnownCalls); an op that returns
         # a tensor allocates it per call (None, as with SPEC_OPS_LAUNCH_PLANS=0).
         self.calls = calls
@@ -168,6 +169,10 @@ class EagerEntry:
                             raise self._beyond_int64(args, error) from None
         if _is_compiling():     # a tracer reports wrong arguments its own way
             return self.op(*args)
+        if tuple(map(type, self.scalars(args))) not in self.scalar_types:
+            refused = self._not_an_int(args)
+            if refused is not None:
+                raise refused
         try:
             return self.op(*args)
         except NotImplementedError:     # no kernel for a backend: a sparse or other tensor
@@ -179,6 +184,18 @@ class EagerEntry:
             if refused is None:
                 raise
         raise refused
+
+    def _not_an_int(self, args):
+        """The TypeError for a bool or a tensor given for an ``int`` argument, which the
+        dispatcher would convert (True to 1, a one-element tensor to its value, truncated);
+        None if there is none."""
+        for i, name in self.scalar_names:
+            value = args[i] if i < len(args) else None
+            if (self.int_arguments[i] and (type(value) is bool
+                                           or isinstance(value, torch.Tensor))):
+                return TypeError(f"spec_ops.{self.name}: {name} must be an int, got "
+                                 f"{type(value).__name__}")
+        return None
 
     def _not_strided(self, args):
         """The TypeError for the first tensor argument that is not a dense strided tensor
@@ -423,25 +440,41 @@ def define(schema, check, cuda_kernel, cpu_kernel, may_alias=()):
     def cpu(*args):
         return cpu_kernel(*args, *checked(*args))
 
-    def negative(*args):
-        """A call with a negative view (``torch._neg_view``) among its tensors. The kernels
-        read and write memory, which holds such a tensor's values negated: an input is resolved
-        first (as torch's fallback for the Negative key would), a written tensor refused (the
-        fallback would run the kernel on a resolved copy, then fail to write it back)."""
-        args = list(args)
-        for i, arg_name, written in no_overlap.arguments:
-            t = args[i] if i < len(args) else None
-            if isinstance(t, torch.Tensor) and t.is_neg():
-                if written:
-                    raise TypeError(f"spec_ops.{name}: {arg_name} must not be a negative view "
-                                    f"(torch._neg_view), which the op cannot write through")
-                args[i] = t.resolve_neg()
-        with torch._C._ExcludeDispatchKeyGuard(_NEGATIVE):
-            return op(*args)
+    def resolving(key, special, resolve, refusal):
+        """The kernel for dispatch key ``key``, which a call gets with a tensor that
+        ``special(t)`` picks out among its tensors. The kernels read and write memory: such an
+        input is replaced by ``resolve(t)``, a plain tensor of its values (as torch's fallback
+        for the key would), such a written tensor refused (``refusal``: what it is) before
+        anything runs; then the op runs without the key."""
+        excluded = torch._C.DispatchKeySet(key)
+
+        def kernel(*args):
+            args = list(args)
+            for i, arg_name, written in no_overlap.arguments:
+                t = args[i] if i < len(args) else None
+                if isinstance(t, torch.Tensor) and special(t):
+                    if written:
+                        raise TypeError(f"spec_ops.{name}: {arg_name} must not be {refusal}")
+                    args[i] = resolve(t)
+            with torch._C._ExcludeDispatchKeyGuard(excluded):
+                return op(*args)
+
+        return kernel
+
+    # A negative view (torch._neg_view): memory holding its values negated.
+    negative = resolving(torch._C.DispatchKey.Negative, _Tensor.is_neg, _Tensor.resolve_neg,
+                         "a negative view (torch._neg_view), which the op cannot write "
+                         "through")
+    # A zero tensor (torch._efficientzerotensor): zeros without memory.
+    zero = resolving(torch._C.DispatchKey.ZeroTensor, _Tensor._is_zerotensor,
+                     lambda t: torch.zeros(t.shape, dtype=t.dtype, device=t.device),
+                     "a zero tensor (torch._efficientzerotensor), which has no memory to "
+                     "write")
 
     LIBRARY.impl(name, cuda, "CUDA")
     LIBRARY.impl(name, cpu, "CPU")
     LIBRARY.impl(name, negative, "Negative")
+    LIBRARY.impl(name, zero, "ZeroTensor")
     entry = EagerEntry(op, known, matched, no_overlap, calls)
     KERNELS[name] = OpKernels(cuda, cpu, checked, entry)
     return entry

@@ -479,7 +479,7 @@ def test_subclasses_unseen_layouts_and_inference_tensors_dispatch(backend, monke
 def test_an_optional_subclass_or_zero_tensor_dispatches(backend, monkeypatch):
     """A tensor subclass as 1.4's optional num_rejected_tokens dispatches, also where the
     plain call's launch has a plan; so does a zero tensor (torch._efficientzerotensor: no
-    memory, its data pointer 0), which the dispatcher materializes as a stride-0 expansion."""
+    memory, its data pointer 0), which the op's ZeroTensor kernel reads as zeros."""
     args, index = dflash_with_rejected(70, NUM_REQS), KERNELS[DFLASH].entry.optional[0]
     KERNELS[DFLASH].triton(*place(args, backend))       # the layout: a valid CUDA-key call
     dispatches = Calls(monkeypatch, DFLASH, "op")
@@ -494,9 +494,13 @@ def test_an_optional_subclass_or_zero_tensor_dispatches(backend, monkeypatch):
     zero = list(place(args, backend))
     zero[index] = torch._efficientzerotensor(args[index].shape, dtype=args[index].dtype,
                                              device=zero[index].device)
-    with pytest.raises(ValueError, match="num_rejected_tokens must have unit stride"):
-        spec_ops.copy_and_expand_dflash_inputs(*zero)
+    spec_ops.copy_and_expand_dflash_inputs(*zero)
     assert dispatches.count == 2
+    zeros = list(place(args, backend))
+    zeros[index] = torch.zeros_like(zeros[index])
+    spec_ops.copy_and_expand_dflash_inputs(*zeros)
+    written = written_arg_indices(DFLASH)
+    assert all(torch.equal(zero[i], zeros[i]) for i in written)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -530,20 +534,23 @@ def test_fx_symbolic_trace_records_the_op(backend):
     assert any(node.target is op_overload(OP) for node in graph.nodes)
 
 
-def test_scalars_the_schema_would_convert_or_reject_dispatch(backend, monkeypatch):
-    """A float where the schema has int, or a 0-dim tensor: the dispatcher decides (its
-    refusal raised as the TypeError naming the argument)."""
+def test_scalars_the_schema_would_convert_or_reject(backend, monkeypatch):
+    """A float where the schema has int: the dispatcher decides (its refusal raised as the
+    TypeError naming the argument). A 0-dim tensor or a bool there, which the dispatcher would
+    convert: refused before it, nothing dispatched; torch.ops.spec_ops takes the conversion."""
     args = remembered(OP, backend)
     dispatches = Calls(monkeypatch, OP, "op")
     with pytest.raises(TypeError, match="block_size must be of type int, got float"):
         getattr(spec_ops, OP)(*replaced(args, 3, float(args[3])))     # block_size
     assert dispatches.count == 1
+    for value in (torch.tensor(args[4]), True):                         # max_model_len
+        with pytest.raises(TypeError, match="max_model_len must be an int, got"):
+            getattr(spec_ops, OP)(*replaced(place(args, backend), 4, value))
+    assert dispatches.count == 1
     fresh = place(args, backend)
-    getattr(spec_ops, OP)(*replaced(fresh, 4, torch.tensor(args[4])))  # max_model_len
-    assert dispatches.count == 2
+    op_overload(OP)(*replaced(fresh, 4, torch.tensor(args[4])))
     reference = place(args, backend)
     getattr(spec_ops, OP)(*reference)
-    assert dispatches.count == 2
     assert outputs(OP, fresh, None) == outputs(OP, reference, None)
 
 

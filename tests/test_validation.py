@@ -280,6 +280,20 @@ def test_a_scalar_of_a_type_the_schema_does_not_take(op, index, name, schema_typ
             op_overload(op)(*place(bad, ENTRY))
 
 
+@pytest.mark.parametrize("op,index,name,schema_type", [
+    case for case in scalar_cases() if "int" in str(case[3]).lower()])
+def test_a_bool_or_a_tensor_for_an_int(op, index, name, schema_type, monkeypatch):
+    """A bool or a one-element tensor where the schema takes an int: spec_ops.<op> raises a
+    TypeError naming the argument, nothing written, also once its layout is known;
+    torch.ops.spec_ops.<op> takes what torch's dispatcher converts them to (True is 1, a
+    tensor its value truncated), as torch's own ops do."""
+    layout_known(op, monkeypatch)
+    for value in (True, torch.tensor(valid(op)[index] or 1)):
+        bad = replaced(valid(op), index, value)
+        assert_rejected(op, bad, TypeError, name, ENTRY, f"must be an int, got "
+                        f"{type(value).__name__}", warm=False)
+
+
 def test_dflash_speculative_tokens_must_cover_the_queries():
     args = valid("copy_and_expand_dflash_inputs")
     args = args[:13] + (3, 1)                                   # Q = 3 needs K >= 2
@@ -339,25 +353,49 @@ def test_a_nested_tensor_is_a_type_error(op, index, name, monkeypatch, launch_pl
     assert all(map(torch.equal, after, before))
 
 
+def negative_view(t):
+    return (-t)._neg_view()
+
+
+def zero_tensor(t):
+    return torch._efficientzerotensor(t.shape, dtype=t.dtype, device=t.device)
+
+
+# A tensor whose memory does not hold its values: (make it from a plain tensor, the plain
+# tensor of its values, what the refusal of a written one says).
+MEMORYLESS = {
+    "negative view": (negative_view, lambda t: t, "must not be a negative view"),
+    "zero tensor": (zero_tensor, torch.zeros_like, "must not be a zero tensor"),
+}
+
+
 @pytest.mark.parametrize("backend", ["cpu", ENTRY])
-@pytest.mark.parametrize("op,index,name", all_cases(lambda t: t.dtype != torch.bool))
-def test_negative_views(op, index, name, backend, monkeypatch):
+@pytest.mark.parametrize("kind,op,index,name", [
+    (kind, *case) for kind in MEMORYLESS
+    for case in all_cases(lambda t, kind=kind: kind != "negative view" or t.dtype != torch.bool)])
+def test_tensors_whose_memory_does_not_hold_their_values(kind, op, index, name, backend,
+                                                         monkeypatch):
     """A tensor with torch's negative bit (``torch._neg_view``: its memory holds its values
-    negated), through torch.ops on the CPU and through spec_ops.<op> on the Triton backend's
-    device once the layout is known: as an input it is read by its values, the call equal to
-    the plain one (the shortcut to the Triton kernel, which reads memory, must not take it);
-    as a written tensor it is a TypeError naming it, nothing written."""
+    negated) or a zero tensor (``torch._efficientzerotensor``: no memory at all), through
+    torch.ops on the CPU and through spec_ops.<op> on the Triton backend's device once the
+    layout is known: as an input it is read by its values, the call equal to the one with a
+    plain tensor of those values (the shortcut to the Triton kernel, which reads memory, must
+    not take it); as a written tensor it is a TypeError naming it, nothing written."""
+    make, values, refusal = MEMORYLESS[kind]
     if backend == ENTRY:
         layout_known(op, monkeypatch)
     if index in written_arg_indices(op):
         args = place(valid(op), backend)
-        args = replaced(args, index, (-args[index])._neg_view())
-        assert_rejected(op, args, TypeError, name, backend, "must not be a negative view",
-                        place_args=False)
+        args = replaced(args, index, make(args[index]))
+        assert_rejected(op, args, TypeError, name, backend, refusal, place_args=False)
         return
-    expected = run(op, valid(op), backend)
+    plain = valid(op)
     args = place(valid(op), backend)
-    args = replaced(args, index, (-args[index])._neg_view())
+    # The call dispatches, which on CPU tensors runs the CPU kernel; zeros in place of a
+    # query_start_loc make a batch whose outputs only the kernel itself defines.
+    dispatched = "cpu" if args[0].device.type == "cpu" else backend
+    expected = run(op, replaced(plain, index, values(plain[index])), dispatched)
+    args = replaced(args, index, make(args[index]))
     result = call(op, args, backend)
     outputs = [args[i] for i in written_arg_indices(op)] + ([] if result is None else [result])
     assert all(torch.equal(a.cpu(), b) for a, b in zip(outputs, expected, strict=True))
