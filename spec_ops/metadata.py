@@ -280,7 +280,9 @@ def draft_decode_metadata(cad, arange, num_rejected_tokens=None):
     """Metadata for the draft decode loop, before its first step: one query token per request.
 
     With a padded drafter batch, pass num_rejected_tokens (1.2's output): the rejected tokens
-    leave each sequence. The step op then advances seq_lens in place.
+    leave each sequence. The step op then advances seq_lens in place: without
+    num_rejected_tokens those are cad's own seq_lens. slot_mapping stays cad's, for the step
+    adapters to replace (docs/metadata.md).
     """
     batch = _batch_size(cad)
     drops_rejected = num_rejected_tokens is not None
