@@ -57,8 +57,6 @@ from bench_ops import (  # noqa: E402
     _slot, empty_kernel_floor, floor_line, host_us, machine_info, measure,
 )
 
-import matplotlib.pyplot as plt  # noqa: E402
-
 from round_sequences import SEQUENCES, cuda_launches_per_call, engine_batch  # noqa: E402
 import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS, KnownCalls  # noqa: E402
@@ -450,6 +448,9 @@ def markdown_table(report):
 
 
 def plot(cases, floor, path):
+    plt = bench_ops.pyplot()
+    if plt is None:
+        return
     metrics = [(metric, title) for metric, title in
                (("host_us", "host µs per eager round"),
                 ("graph_us", "GPU µs per round in a CUDA graph"))
