@@ -14,24 +14,26 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 
-def _interpreter_too_old():
-    """Why the interpreted Triton tests cannot run here, or None. Triton < 3.7's interpreter
-    turns a scalar (a 1-element array there) into a Python int with int(array), which
-    NumPy >= 2.4 rejects, so every loop over a runtime bound fails interpreted. (Compiled
-    Triton never takes that path; `make test-floor` pins numpy < 2.4 with triton 3.6.)"""
+def interpreter_too_old():
+    """Why Triton's interpreter cannot run this project's kernels here, or None. Triton < 3.7's
+    interpreter turns a scalar (a 1-element array there) into a Python int with int(array),
+    which NumPy >= 2.4 rejects, so every loop over a runtime bound fails interpreted.
+    (Compiled Triton never takes that path; `make test-floor` pins numpy < 2.4 with triton
+    3.6. A GPU machine may pair the two: tests that start an interpreted process ask this.)"""
     import numpy
     import triton
 
     def version(text):
         return tuple(int(part) for part in text.split(".")[:2])
-    if (os.environ.get("TRITON_INTERPRET") == "1" and version(triton.__version__) < (3, 7)
-            and version(numpy.__version__) >= (2, 4)):
+    if version(triton.__version__) < (3, 7) and version(numpy.__version__) >= (2, 4):
         return (f"triton {triton.__version__}'s interpreter cannot run with numpy "
                 f"{numpy.__version__}: use numpy < 2.4 or triton >= 3.7")
     return None
 
 
-INTERPRETER_TOO_OLD = _interpreter_too_old()
+# Why this process's interpreted tests cannot run, or None.
+INTERPRETER_TOO_OLD = (interpreter_too_old() if os.environ.get("TRITON_INTERPRET") == "1"
+                       else None)
 
 import spec_ops  # noqa: E402,F401
 from spec_ops._library import KnownCalls  # noqa: E402
