@@ -21,8 +21,9 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
     ("bench_rounds", "bench_rounds_smoke.json"),
 ])
 def test_benchmark_smoke_run(script, report, tmp_path):
-    if interpreter_too_old():       # the smoke run is interpreted, also on a GPU machine
-        pytest.skip(interpreter_too_old())
+    too_old = interpreter_too_old()     # the smoke run is interpreted, also on a GPU machine
+    if too_old:
+        pytest.skip(too_old)
     env = {name: value for name, value in os.environ.items() if name != "OUT"}
     env["TRITON_INTERPRET"] = "1"
     result = subprocess.run(
