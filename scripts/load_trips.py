@@ -2,7 +2,8 @@
 SASS: compiled on any machine (Triton's bundled ptxas and nvdisasm, no GPU), for the kernel
 variants that spec_ops.warmup launches (scripts/compile_kernels.py).
 
-    python scripts/load_trips.py [KERNEL ...] [--arch 90] [--warps N] [--all | --tile]
+    python scripts/load_trips.py [KERNEL ...] [--arch 90] [--warps N] [--all | --tile |
+                                                                      --parameters]
 
 A warp issues in order and waits at the first instruction that reads a register a load has not
 filled yet. Walking the instructions in order, each global load's trip is therefore one more
@@ -16,6 +17,11 @@ the first branch to the first unconditional one: the round ops' lanes kernels br
 to send their remainder programs away, and the straight code that follows is the tile's (it
 also prints the trips before the tile's own first branch: 6.3's tile reads the block table
 again behind one only where a guessed position missed, _indexing.checked_block).
+--parameters prints instead which 64-byte lines of the kernel's parameters (the constant bank
+from 0x210, sm_90's parameter offset) its SASS reads before the grid-dependency wait (ACQBULK)
+and which only after it: the first read of a line on an SM waits for the constant cache to
+fetch it, and only a fetch before the wait overlaps the kernel before (DESIGN.md, "Where a
+round op's GPU and host time go").
 """
 
 import argparse
@@ -36,6 +42,8 @@ BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)\s*(.*)")
 REGISTER = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
 SOURCE = re.compile(r'File "([^"]+)", line (\d+)')
+CONSTANT = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
+PARAMETER_BASE = 0x210      # where sm_90 puts a kernel's parameters in constant bank 0
 
 
 def sass_with_lines(variant, arch, num_warps):
@@ -96,6 +104,22 @@ def load_trips(lines):
     return trips
 
 
+def parameter_lines(lines):
+    """(before, after): the 64-byte lines of the parameter bank read before the first
+    grid-dependency wait (ACQBULK) and those read only after it, as sorted line offsets."""
+    before, after, waited = set(), set(), False
+    for text, _ in lines:
+        match = INSTRUCTION.match(text)
+        if not match:
+            continue
+        if match.group(3).startswith("ACQBULK"):
+            waited = True
+        for offset in CONSTANT.findall(text):
+            if int(offset, 16) >= PARAMETER_BASE:
+                (after if waited else before).add((int(offset, 16) - PARAMETER_BASE) // 64)
+    return sorted(before), sorted(after - before)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernels", nargs="*", help="kernel names (default: every kernel)")
@@ -105,14 +129,21 @@ def main():
     shown.add_argument("--all", action="store_true", help="every load and branch")
     shown.add_argument("--tile", action="store_true",
                        help="from the first branch to the first unconditional one")
+    shown.add_argument("--parameters", action="store_true",
+                       help="parameter lines read before and only after the wait")
     options = parser.parse_args()
     for variant in compile_kernels.variants():
         name, warps, _, constexprs = variant
         if options.kernels and name not in options.kernels:
             continue
-        trips = load_trips(sass_with_lines(variant, options.arch, options.warps))
+        lines = sass_with_lines(variant, options.arch, options.warps)
         print(f"{name} num_warps={options.warps or warps} "
               f"constexprs={[value for _, value in constexprs]}")
+        if options.parameters:
+            before, after = parameter_lines(lines)
+            print(f"  parameter lines read before the wait: {before}; only after it: {after}")
+            continue
+        trips = load_trips(lines)
         if options.all:
             for address, opcode, trip, where in trips:
                 print(f"  {address} {opcode:12s} {'branch' if not trip else trip:>6} "

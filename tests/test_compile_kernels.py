@@ -2,6 +2,7 @@
 Triton tests run the kernels as NumPy code, which checks less than the compiler
 (scripts/compile_kernels.py)."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -60,3 +61,20 @@ def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
             "_prepare_parallel_round_lanes_kernel": ((3, 4), (3, 4)),
             "_prepare_dflash_round_lanes_kernel": ((4,), (2,))}[name]
         assert trips in allowed and before_branch in allowed_before_branch, result.stdout
+
+
+def test_load_trips_finds_the_parameter_lines_a_kernel_reads():
+    """scripts/load_trips.py --parameters on 1.5's kernel, which reads every one of its
+    parameters: the lines it reports, before the wait and after it, are each line of the
+    parameter bank from the first, none twice."""
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")),
+                             "--parameters", "_step_kernel"], env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    summaries = [line for line in result.stdout.splitlines() if "read before the wait" in line]
+    assert summaries, result.stdout
+    for summary in summaries:
+        before, after = (ast.literal_eval(part.split(":")[1].strip().rstrip(";"))
+                         for part in summary.split("; "))
+        assert sorted(before + after) == list(range(len(before) + len(after))) != [], summary
