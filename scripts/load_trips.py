@@ -114,9 +114,10 @@ def parameter_lines(lines):
             continue
         if match.group(3).startswith("ACQBULK"):
             waited = True
-        for offset in CONSTANT.findall(text):
-            if int(offset, 16) >= PARAMETER_BASE:
-                (after if waited else before).add((int(offset, 16) - PARAMETER_BASE) // 64)
+        for hex_offset in CONSTANT.findall(text):
+            offset = int(hex_offset, 16)
+            if offset >= PARAMETER_BASE:
+                (after if waited else before).add((offset - PARAMETER_BASE) // 64)
     return sorted(before), sorted(after - before)
 
 

@@ -8,31 +8,34 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compile_kernels.py"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def run_script(name, *args):
+    """stdout of scripts/<name> run with ``args`` to compile (TRITON_INTERPRET unset), which
+    must exit 0."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, str(SCRIPTS / name), *args], env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout
 
 
 def test_every_warmed_kernel_variant_compiles_for_sm_90():
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, str(SCRIPT), "--arch", "90"], env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert " 0 of " not in result.stdout and "kernel variants compiled" in result.stdout
+    stdout = run_script("compile_kernels.py", "--arch", "90")
+    assert " 0 of " not in stdout and "kernel variants compiled" in stdout
 
 
 def test_load_trips_counts_the_dependent_round_trips():
     """scripts/load_trips.py on two kernels whose trips the source fixes: 1.2 loads once then
     stores; 1.5 loads the positions, then the block-table entry at the new position."""
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")),
-                             "_prepare_inputs_padded_kernel", "_step_kernel"], env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    summaries = [line for line in result.stdout.splitlines() if "before the first branch" in line]
-    names = [line.split()[0] for line in result.stdout.splitlines() if "num_warps=" in line]
+    stdout = run_script("load_trips.py", "_prepare_inputs_padded_kernel", "_step_kernel")
+    summaries = [line for line in stdout.splitlines() if "before the first branch" in line]
+    names = [line.split()[0] for line in stdout.splitlines() if "num_warps=" in line]
     assert len(names) == len(summaries) >= 2
     for name, summary in zip(names, summaries):
         expected = 1 if name == "_prepare_inputs_padded_kernel" else 2
-        assert f"before the first branch: {expected} trips" in summary, result.stdout
+        assert f"before the first branch: {expected} trips" in summary, stdout
 
 
 def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
@@ -45,35 +48,28 @@ def test_round_lanes_tile_paths_wait_for_at_most_four_round_trips():
     issues one of its loads after a use of an earlier group's on some variants. Without the
     barriers that hold its load groups it had four to seven, six or seven with the production
     dtypes."""
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     kernels = ["_prepare_eagle_round_lanes_kernel", "_prepare_parallel_round_lanes_kernel",
                "_prepare_dflash_round_lanes_kernel"]
-    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")), "--tile",
-                             *kernels], env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    lines = result.stdout.splitlines()
+    stdout = run_script("load_trips.py", "--tile", *kernels)
+    lines = stdout.splitlines()
     found = [(line.split()[0], int(summary.split()[2]), int(summary.split(";")[1].split()[0]))
              for line, summary in zip(lines, lines[1:]) if summary.strip().startswith("tile path:")]
-    assert {name for name, _, _ in found} == set(kernels), result.stdout
+    assert {name for name, _, _ in found} == set(kernels), stdout
     for name, trips, before_branch in found:
         allowed, allowed_before_branch = {
             "_prepare_eagle_round_lanes_kernel": ((2,), (2,)),
             "_prepare_parallel_round_lanes_kernel": ((3, 4), (3, 4)),
             "_prepare_dflash_round_lanes_kernel": ((4,), (2,))}[name]
-        assert trips in allowed and before_branch in allowed_before_branch, result.stdout
+        assert trips in allowed and before_branch in allowed_before_branch, stdout
 
 
 def test_load_trips_finds_the_parameter_lines_a_kernel_reads():
     """scripts/load_trips.py --parameters on 1.5's kernel, which reads every one of its
     parameters: the lines it reports, before the wait and after it, are each line of the
     parameter bank from the first, none twice."""
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, str(SCRIPT.with_name("load_trips.py")),
-                             "--parameters", "_step_kernel"], env=env, capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    summaries = [line for line in result.stdout.splitlines() if "read before the wait" in line]
-    assert summaries, result.stdout
+    stdout = run_script("load_trips.py", "--parameters", "_step_kernel")
+    summaries = [line for line in stdout.splitlines() if "read before the wait" in line]
+    assert summaries, stdout
     for summary in summaries:
         before, after = (ast.literal_eval(part.split(":")[1].strip().rstrip(";"))
                          for part in summary.split("; "))
