@@ -35,6 +35,12 @@ def interpreter_too_old():
 INTERPRETER_TOO_OLD = (interpreter_too_old() if os.environ.get("TRITON_INTERPRET") == "1"
                        else None)
 
+if os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("SPEC_OPS_REPATCH") != "1":
+    # Interpreted launches without the interpreter's repeated patching (fast_interpreter.py);
+    # SPEC_OPS_REPATCH=1 runs the interpreter as it is.
+    from fast_interpreter import skip_repeated_language_patches
+    skip_repeated_language_patches()
+
 import spec_ops  # noqa: E402,F401
 from spec_ops._library import KnownCalls  # noqa: E402
 

@@ -30,7 +30,7 @@ def check_all_ways(op, args):
             assert torch.equal(original, arg)
 
 
-# The round ops' interpreted Triton kernels take 0.17-0.26 s per example on one CPU core (a
+# The round ops' interpreted Triton kernels take 0.1-0.2 s per example on one CPU core (a
 # single op's a few ms): half the examples through all three (on CUDA too), and the CPU kernel
 # against the reference on all of them.
 ROUND_OPS = [op for op in OPS if op.endswith("_round")]
