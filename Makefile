@@ -43,9 +43,8 @@ test: venv
 example: venv
 	$(VENV)/bin/python examples/spec_decode.py $(ARGS)
 
-# Fewer hypothesis examples per property (300 by default, half that through the round ops'
-# interpreted kernels): the floor and newer runs check the versions, the default run the
-# properties.
+# Fewer hypothesis examples per property (300 by default): the floor and newer runs check the
+# versions, the default run the properties.
 test-floor:
 	SPEC_OPS_EXAMPLES=$${SPEC_OPS_EXAMPLES:-50} $(MAKE) test VENV=.venv-floor TORCH='$(FLOOR)'
 
