@@ -35,9 +35,11 @@ def interpreter_too_old():
 INTERPRETER_TOO_OLD = (interpreter_too_old() if os.environ.get("TRITON_INTERPRET") == "1"
                        else None)
 
-if os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("SPEC_OPS_REPATCH") != "1":
-    # Interpreted launches without the interpreter's repeated patching (fast_interpreter.py);
-    # SPEC_OPS_REPATCH=1 runs the interpreter as it is.
+# Interpreted launches without the interpreter's repeated patching (fast_interpreter.py);
+# SPEC_OPS_REPATCH=1 runs the interpreter as it is.
+SKIPS_REPATCHING = (os.environ.get("TRITON_INTERPRET") == "1"
+                    and os.environ.get("SPEC_OPS_REPATCH") != "1")
+if SKIPS_REPATCHING:
     from fast_interpreter import skip_repeated_language_patches
     skip_repeated_language_patches()
 

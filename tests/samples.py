@@ -472,6 +472,8 @@ SAMPLERS = {
     "prepare_dflash_round": sample_dflash_round,
 }
 OPS = sorted(SAMPLERS)
+# The ops of one launch per draft round (docs/round_ops.md).
+ROUND_OPS = [op for op in OPS if op.endswith("_round")]
 # The ops whose samplers take empty_requests: 1.3, 1.4, 1.7 and the round ops.
 EMPTY_REQUEST_OPS = ("copy_and_expand_eagle_inputs", "copy_and_expand_dflash_inputs",
                      "compute_new_slot_mapping", "prepare_eagle_round",

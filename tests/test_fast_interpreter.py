@@ -2,21 +2,15 @@
 repeated patching: a launch patches the language once per module set instead of once per
 helper call."""
 
-import os
-
 import pytest
-
 import torch
 
 from backends import HAS_CUDA, run
-from conftest import INTERPRETER_TOO_OLD
-from samples import OPS, sample
+from conftest import INTERPRETER_TOO_OLD, SKIPS_REPATCHING
+from samples import ROUND_OPS, sample
 
-pytestmark = pytest.mark.skipif(HAS_CUDA or os.environ.get("TRITON_INTERPRET") != "1"
-                                or os.environ.get("SPEC_OPS_REPATCH") == "1"
-                                or INTERPRETER_TOO_OLD is not None,
+pytestmark = pytest.mark.skipif(HAS_CUDA or not SKIPS_REPATCHING or INTERPRETER_TOO_OLD is not None,
                                 reason="the interpreter's speed-up, where the suite installs it")
-ROUND_OPS = [op for op in OPS if op.endswith("_round")]
 assert ROUND_OPS
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from backends import BACKENDS, TRITON, run
 from reference import REFERENCES
-from samples import EMPTY_REQUEST_OPS, OPS, clone_args, sample
+from samples import EMPTY_REQUEST_OPS, OPS, ROUND_OPS, clone_args, sample
 
 
 def assert_same(actual, expected, what):
@@ -30,20 +30,9 @@ def check_all_ways(op, args):
             assert torch.equal(original, arg)
 
 
-ROUND_OPS = [op for op in OPS if op.endswith("_round")]
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op not in ROUND_OPS])
+@pytest.mark.parametrize("op", OPS)
 @given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(0, 24))
 def test_triton_equals_cpu_equals_reference(op, seed, num_reqs):
-    check_all_ways(op, sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda"))
-
-
-# The round ops' interpreted Triton kernels take 0.1-0.2 s per example on one CPU core (a
-# single op's a few ms).
-@pytest.mark.parametrize("op", ROUND_OPS)
-@given(seed=st.integers(0, 2**32 - 1), num_reqs=st.integers(0, 24))
-def test_round_op_triton_equals_cpu_equals_reference(op, seed, num_reqs):
     check_all_ways(op, sample(op, seed, num_reqs, uniform_dtype=TRITON == "cuda"))
 
 
