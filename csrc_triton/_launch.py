@@ -23,7 +23,8 @@ launched with programmatic dependent launch (PDL): each one starts with ``pdl_pr
 which lets the next kernel in the stream start launching and then waits until the previous
 kernel's writes are visible. Launch latency overlaps the previous kernel; ordering is unchanged
 whatever the neighbouring kernels are. Every kernel's last parameter is the constexpr ``PDL``,
-which the launcher appends per device.
+which the launcher appends per device. ``SPEC_OPS_PDL=0`` (read at import) launches every kernel
+without it, as on GPUs before sm_90, so that path is testable on a GPU that supports PDL.
 """
 
 import functools
@@ -43,6 +44,7 @@ LAUNCH_PATHS = ("direct", "run", "triton")
 LAUNCH_PATH_LIMIT = os.environ.get("SPEC_OPS_LAUNCH", "direct")
 if LAUNCH_PATH_LIMIT not in LAUNCH_PATHS:
     raise ValueError(f"SPEC_OPS_LAUNCH must be one of {LAUNCH_PATHS}, got {LAUNCH_PATH_LIMIT!r}")
+PDL_ALLOWED = os.environ.get("SPEC_OPS_PDL", "1") != "0"
 # Lanes and warps per program of the per-request x chunk grids (1.3, 1.4, 1.7). Measured in a
 # CUDA graph on the H200 against 128 lanes: 1.3 at 1024 decodes 2.30 -> 1.69 us and at 8 x 2048
 # tokens 1.72 -> 1.22 us, 1.7 at 8 x 2048 1.79 -> 1.21 us (benchmarks/results/block_sizes.txt).
@@ -91,9 +93,9 @@ LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants(
 @functools.cache
 def supports_pdl(device_index):
     """An NVIDIA GPU of compute capability 9.0 or newer and a Triton with grid dependency
-    control (3.4+). False for a CPU tensor's device index (-1) and on ROCm, whose capability
-    numbers mean something else."""
-    return (device_index >= 0 and torch.version.hip is None
+    control (3.4+), unless SPEC_OPS_PDL=0. False for a CPU tensor's device index (-1) and on
+    ROCm, whose capability numbers mean something else."""
+    return (PDL_ALLOWED and device_index >= 0 and torch.version.hip is None
             and hasattr(tl.extra, "cuda") and hasattr(tl.extra.cuda, "gdc_wait")
             and torch.cuda.get_device_capability(device_index)[0] >= 9)
 

@@ -1,14 +1,15 @@
 """Compile every kernel variant spec_ops.warmup reaches, for a CUDA architecture, on any
 machine: Triton's front end, LLVM and its bundled ptxas run on the CPU, no GPU needed.
 
-    python scripts/compile_kernels.py [--arch 90] [--jobs N]
+    python scripts/compile_kernels.py [--arch 90[,80,...]] [--jobs N]
 
 The CPU test suite runs the Triton kernels in Triton's interpreter, which executes them as
 NumPy code and does not check what the compiler checks (a loop-carried value must keep its
 type, for one). This compiles, to a cubin, each (kernel, tensor dtypes, constexprs, num_warps)
 that warm-up launches for K = 3 and K = 100 configurations with the production dtypes and with
-every integer tensor int64, exactly as the launcher would (no value or alignment
-specialization, PDL on), and exits non-zero naming every variant that fails.
+every integer tensor int64, exactly as the launcher would for a GPU of that architecture (no
+value or alignment specialization; programmatic dependent launch from sm_90 on), and exits
+non-zero naming every variant that fails.
 tests/test_compile_kernels.py runs it in CI.
 """
 
@@ -48,7 +49,8 @@ def variants():
     def record(self, grid, args, num_warps=None, grid_y=1):
         parameters = list(inspect.signature(self.kernel.fn).parameters.values())
         signature, constexprs = {}, {}
-        for i, (parameter, value) in enumerate(zip(parameters, (*args, True))):     # PDL on
+        # PDL recorded as on; compiled_variant sets it for the architecture
+        for i, (parameter, value) in enumerate(zip(parameters, (*args, True))):
             if "constexpr" in str(parameter.annotation):
                 signature[parameter.name] = "constexpr"
                 constexprs[(i,)] = value
@@ -79,13 +81,18 @@ def variants():
 
 
 def compiled_variant(variant, arch, num_warps=None):
-    """The variant compiled for sm_<arch> as the launcher would (PDL on), num_warps its own
-    unless given."""
+    """The variant compiled for sm_<arch> as the launcher would compile it on such a GPU:
+    with programmatic dependent launch from sm_90 on (the kernels' constexpr ``PDL``, recorded
+    as on), without it below (``supports_pdl``). num_warps its own unless given."""
     name, warps, signature, constexprs = variant
     kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
-    return triton.compile(ASTSource(kernel, dict(signature), dict(constexprs)),
+    pdl = arch >= 90
+    constexprs = dict(constexprs)
+    constexprs[(list(dict(signature)).index("PDL"),)] = pdl
+    return triton.compile(ASTSource(kernel, dict(signature), constexprs),
                           target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": num_warps or warps, "launch_pdl": True})
+                          options={"num_warps": num_warps or warps,
+                                   **({"launch_pdl": True} if pdl else {})})
 
 
 def compile_variant(variant, arch):
@@ -100,21 +107,26 @@ def compile_variant(variant, arch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80, 90")
+    parser.add_argument("--arch", default="90",
+                        help="compute capabilities, comma-separated, e.g. 80,90,100")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     options = parser.parse_args()
+    archs = [int(arch) for arch in options.arch.split(",")]
     start = time.perf_counter()
     found = variants()
+    jobs = [(variant, arch) for arch in archs for variant in found]
     with ProcessPoolExecutor(options.jobs) as pool:
-        errors = list(pool.map(compile_variant, found, [options.arch] * len(found)))
-    failed = [(variant, error) for variant, error in zip(found, errors) if error]
-    for (name, num_warps, _, constexprs), error in failed:
-        print(f"FAILED {name} num_warps={num_warps} constexprs={[v for _, v in constexprs]}: "
-              f"{error}")
-    print(f"triton {triton.__version__}, sm_{options.arch}: {len(found) - len(failed)} of "
-          f"{len(found)} kernel variants compiled ({len({v[0] for v in found})} kernels), "
-          f"{time.perf_counter() - start:.1f} s")
-    return 1 if failed else 0
+        errors = list(pool.map(compile_variant, *zip(*jobs)))
+    for ((name, num_warps, _, constexprs), arch), error in zip(jobs, errors):
+        if error:
+            print(f"FAILED sm_{arch} {name} num_warps={num_warps} "
+                  f"constexprs={[v for _, v in constexprs]}: {error}")
+    for arch in archs:
+        compiled = sum(not error for (_, a), error in zip(jobs, errors) if a == arch)
+        print(f"triton {triton.__version__}, sm_{arch}: {compiled} of {len(found)} kernel "
+              f"variants compiled ({len({v[0] for v in found})} kernels)")
+    print(f"{time.perf_counter() - start:.1f} s")
+    return 1 if any(errors) else 0
 
 
 if __name__ == "__main__":

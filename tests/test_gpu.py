@@ -134,25 +134,26 @@ def test_launch_key_has_every_tensor_dtype(op):
         assert launch_paths() == {expected}
 
 
-# Runs every op on CUDA in a process whose SPEC_OPS_LAUNCH is set, printing the paths taken.
+# Runs every op on CUDA in a process whose SPEC_OPS_LAUNCH or SPEC_OPS_PDL is set, printing
+# the paths taken and whether kernels are launched with PDL.
 PATHS_TAKEN = """
 import torch
 from backends import run
 from samples import OPS, sample
+from spec_ops._triton._launch import supports_pdl
 from test_gpu import launch_paths
 for op in OPS:
     run(op, sample(op, 0, 9, fixed_dtype=torch.int32), "cuda")
-print(*sorted(launch_paths()))
+print(*sorted(launch_paths()), supports_pdl(torch.cuda.current_device()))
 """
 
 
-@pytest.mark.parametrize("path", ["run", "triton"])
-def test_generic_launch_paths_equal_cpu(path):
-    """SPEC_OPS_LAUNCH (read at import) caps the launch path, so each generic path gets a
-    process of its own: the Triton == CPU == reference properties through it, and every
-    cached launch there taking it."""
+def properties_in_a_process(env):
+    """The Triton == CPU == reference properties in a process with ``env`` added, then the
+    launch paths that process's launches took and whether they used PDL (PATHS_TAKEN's
+    output, split)."""
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "SPEC_OPS_LAUNCH": path, "SPEC_OPS_EXAMPLES": "10"}
+    env = {**os.environ, **env, "SPEC_OPS_EXAMPLES": "10"}
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not gpu", "tests/test_properties.py",
          "-k", "triton_equals_cpu or more_rows", "-p", "no:cacheprovider"],
@@ -161,7 +162,25 @@ def test_generic_launch_paths_equal_cpu(path):
     taken = subprocess.run([sys.executable, "-c", PATHS_TAKEN], cwd=root / "tests", env=env,
                            capture_output=True, text=True, timeout=300)
     assert taken.returncode == 0, taken.stderr[-3000:]
-    assert taken.stdout.split() == [path]
+    return taken.stdout.split()
+
+
+@pytest.mark.parametrize("path", ["run", "triton"])
+def test_generic_launch_paths_equal_cpu(path):
+    """SPEC_OPS_LAUNCH (read at import) caps the launch path, so each generic path gets a
+    process of its own: the Triton == CPU == reference properties through it, and every
+    cached launch there taking it."""
+    assert properties_in_a_process({"SPEC_OPS_LAUNCH": path})[:-1] == [path]
+
+
+def test_kernels_without_pdl_equal_cpu():
+    """SPEC_OPS_PDL=0 (read at import) launches every kernel as on a GPU before sm_90: compiled
+    with the constexpr PDL off, no grid-dependency control, launched without the attribute.
+    The Triton == CPU == reference properties in a process of its own, through the launch path
+    this Triton takes."""
+    taken = properties_in_a_process({"SPEC_OPS_PDL": "0"})
+    expected = expected_launch_path()
+    assert taken[-1] == "False" and (expected is None or taken[:-1] == [expected]), taken
 
 
 SPIN_CYCLES = 100_000_000     # ~50 ms of GPU clock
