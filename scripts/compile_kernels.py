@@ -1,11 +1,12 @@
-"""Compile every kernel variant spec_ops.warmup reaches, for a CUDA architecture, on any
-machine: Triton's front end, LLVM and its bundled ptxas run on the CPU, no GPU needed.
+"""Compile every kernel variant spec_ops.warmup reaches, for GPU architectures, on any
+machine: Triton's front end, LLVM and its bundled ptxas (or, for AMD targets, its linker) run
+on the CPU, no GPU needed.
 
-    python scripts/compile_kernels.py [--arch 90[,80,...]] [--jobs N]
+    python scripts/compile_kernels.py [--arch 90[,80,gfx942,...]] [--jobs N]
 
 The CPU test suite runs the Triton kernels in Triton's interpreter, which executes them as
 NumPy code and does not check what the compiler checks (a loop-carried value must keep its
-type, for one). This compiles, to a cubin, each (kernel, tensor dtypes, constexprs, num_warps)
+type, for one). This compiles, to a binary, each (kernel, tensor dtypes, constexprs, num_warps)
 that warm-up launches for K = 3 and K = 100 configurations with the production dtypes and with
 every integer tensor int64, exactly as the launcher would for a GPU of that architecture (no
 value or alignment specialization; programmatic dependent launch from sm_90 on), and exits
@@ -81,37 +82,46 @@ def variants():
 
 
 def compiled_variant(variant, arch, num_warps=None):
-    """The variant compiled for sm_<arch> as the launcher would compile it on such a GPU:
-    with programmatic dependent launch from sm_90 on (the kernels' constexpr ``PDL``, recorded
-    as on), without it below (``supports_pdl``). num_warps its own unless given."""
+    """The variant compiled for ``arch`` as the launcher would compile it on such a GPU: an
+    int is an NVIDIA compute capability (90: sm_90), with programmatic dependent launch from
+    sm_90 on (the kernels' constexpr ``PDL``, recorded as on) and without it below
+    (``supports_pdl``); a string such as "gfx942" an AMD target (64-lane wavefronts, no PDL).
+    num_warps its own unless given."""
     name, warps, signature, constexprs = variant
     kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
-    pdl = arch >= 90
+    nvidia = isinstance(arch, int)
+    pdl = nvidia and arch >= 90
     constexprs = dict(constexprs)
     constexprs[(list(dict(signature)).index("PDL"),)] = pdl
-    return triton.compile(ASTSource(kernel, dict(signature), constexprs),
-                          target=GPUTarget("cuda", arch, 32),
+    target = GPUTarget("cuda", arch, 32) if nvidia else GPUTarget("hip", arch, 64)
+    return triton.compile(ASTSource(kernel, dict(signature), constexprs), target=target,
                           options={"num_warps": num_warps or warps,
                                    **({"launch_pdl": True} if pdl else {})})
 
 
 def compile_variant(variant, arch):
-    """None if the variant compiles to a cubin, else the error's first lines."""
+    """None if the variant compiles to a binary (a cubin, or an AMD hsaco), else the error's
+    first lines."""
     try:
         compiled = compiled_variant(variant, arch)
-        assert compiled.asm.get("cubin"), "no cubin"
+        assert compiled.asm.get("cubin" if isinstance(arch, int) else "hsaco"), "no binary"
     except Exception as error:      # noqa: BLE001 - reported per variant
         return f"{type(error).__name__}: {' '.join(str(error).split())[:600]}"
     return None
 
 
+def target_name(arch):
+    return f"sm_{arch}" if isinstance(arch, int) else arch
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="90",
-                        help="compute capabilities, comma-separated, e.g. 80,90,100")
+                        help="targets, comma-separated: NVIDIA compute capabilities (80, 90, "
+                             "100) or AMD architectures (gfx942)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     options = parser.parse_args()
-    archs = [int(arch) for arch in options.arch.split(",")]
+    archs = [int(arch) if arch.isdigit() else arch for arch in options.arch.split(",")]
     start = time.perf_counter()
     found = variants()
     jobs = [(variant, arch) for arch in archs for variant in found]
@@ -119,12 +129,12 @@ def main():
         errors = list(pool.map(compile_variant, *zip(*jobs)))
     for ((name, num_warps, _, constexprs), arch), error in zip(jobs, errors):
         if error:
-            print(f"FAILED sm_{arch} {name} num_warps={num_warps} "
+            print(f"FAILED {target_name(arch)} {name} num_warps={num_warps} "
                   f"constexprs={[v for _, v in constexprs]}: {error}")
     for arch in archs:
         compiled = sum(not error for (_, a), error in zip(jobs, errors) if a == arch)
-        print(f"triton {triton.__version__}, sm_{arch}: {compiled} of {len(found)} kernel "
-              f"variants compiled ({len({v[0] for v in found})} kernels)")
+        print(f"triton {triton.__version__}, {target_name(arch)}: {compiled} of {len(found)} "
+              f"kernel variants compiled ({len({v[0] for v in found})} kernels)")
     print(f"{time.perf_counter() - start:.1f} s")
     return 1 if any(errors) else 0
 
