@@ -90,14 +90,20 @@ WIDE_CHUNK = tl.constexpr(256)
 LAUNCHERS = []      # every Launcher, in creation order: what compiled_variants() reads
 
 
+def pdl_for_capability(major):
+    """Whether kernels for an NVIDIA GPU of compute capability ``major``.x take programmatic
+    dependent launch: 9.0 or newer, a Triton with grid dependency control (3.4+), and not turned
+    off by SPEC_OPS_PDL=0. The one rule the launcher and scripts/compile_kernels.py both use."""
+    return (PDL_ALLOWED and major >= 9
+            and hasattr(tl.extra, "cuda") and hasattr(tl.extra.cuda, "gdc_wait"))
+
+
 @functools.cache
 def supports_pdl(device_index):
-    """An NVIDIA GPU of compute capability 9.0 or newer and a Triton with grid dependency
-    control (3.4+), unless SPEC_OPS_PDL=0. False for a CPU tensor's device index (-1) and on
-    ROCm, whose capability numbers mean something else."""
-    return (PDL_ALLOWED and device_index >= 0 and torch.version.hip is None
-            and hasattr(tl.extra, "cuda") and hasattr(tl.extra.cuda, "gdc_wait")
-            and torch.cuda.get_device_capability(device_index)[0] >= 9)
+    """``pdl_for_capability`` of a CUDA device's major. False for a CPU tensor's device index
+    (-1) and on ROCm, whose capability numbers mean something else."""
+    return (device_index >= 0 and torch.version.hip is None
+            and pdl_for_capability(torch.cuda.get_device_capability(device_index)[0]))
 
 
 def cdiv(numerator, denominator):

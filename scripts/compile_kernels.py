@@ -31,7 +31,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import spec_ops  # noqa: E402
 from spec_ops._library import KERNELS  # noqa: E402
-from spec_ops._triton._launch import LAUNCHERS, Launcher  # noqa: E402
+from spec_ops._triton._launch import LAUNCHERS, Launcher, pdl_for_capability  # noqa: E402
 
 CONFIG = dict(vocab_size=100, block_size=16, max_model_len=128, max_num_reqs=300)
 # K = 3, and a K past the tiles and unrolled loops sized by it (1.4's queries, the sampled
@@ -83,14 +83,14 @@ def variants():
 
 def compiled_variant(variant, arch, num_warps=None):
     """The variant compiled for ``arch`` as the launcher would compile it on such a GPU: an
-    int is an NVIDIA compute capability (90: sm_90), with programmatic dependent launch from
-    sm_90 on (the kernels' constexpr ``PDL``, recorded as on) and without it below
-    (``supports_pdl``); a string such as "gfx942" an AMD target (64-lane wavefronts, no PDL).
-    num_warps its own unless given."""
+    int is an NVIDIA compute capability (90: sm_90), with programmatic dependent launch where
+    the launcher would take it (``pdl_for_capability``: sm_90 on, unless SPEC_OPS_PDL=0; the
+    kernels' constexpr ``PDL``, recorded as on) and without it elsewhere; a string such as
+    "gfx942" an AMD target (64-lane wavefronts, no PDL). num_warps its own unless given."""
     name, warps, signature, constexprs = variant
     kernel = next(launcher.kernel for launcher in LAUNCHERS if launcher.kernel.fn.__name__ == name)
     nvidia = isinstance(arch, int)
-    pdl = nvidia and arch >= 90
+    pdl = nvidia and pdl_for_capability(arch // 10)
     constexprs = dict(constexprs)
     constexprs[(list(dict(signature)).index("PDL"),)] = pdl
     target = GPUTarget("cuda", arch, 32) if nvidia else GPUTarget("hip", arch, 64)
